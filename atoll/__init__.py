@@ -1,0 +1,68 @@
+"""Atoll: Pekko-Streams-style blueprints executed as fused islands on Ray actors.
+
+Compose immutable blueprints (``Source``, ``Flow``, ``Sink``), then ``run`` them: the graph is cut
+into islands at ``.island()`` boundaries, each island runs a fused graph interpreter, and islands
+exchange elements over demand-driven channels.
+"""
+from . import errors
+from .dsl import Flow, Keep, RunnableGraph, Sink, Source
+from .errors import *  # noqa: F401,F403 - the error classes are part of the public API
+from .errors import __dict__ as _errors_dict
+from .markers import Done, NotUsed
+from .materializer import Materializer, MaterializerSettings, default_materializer, set_default_materializer
+from .ops.buffer import OverflowStrategy
+from .ops.kill_switch import KillSwitch, KillSwitches, SharedKillSwitch, UniqueKillSwitch
+from .ops.sources import Cancellable
+from .stage import (
+    Attributes,
+    ClosedShape,
+    FlowShape,
+    GraphStage,
+    GraphStageLogic,
+    InHandler,
+    Inlet,
+    OutHandler,
+    Outlet,
+    SinkShape,
+    SourceShape,
+    Supervision,
+    TimerGraphStageLogic,
+)
+
+__version__ = "0.1.0"
+
+_error_names = [n for n, v in _errors_dict.items() if isinstance(v, type) and issubclass(v, BaseException)]
+
+__all__ = [
+    "Source",
+    "Flow",
+    "Sink",
+    "Keep",
+    "RunnableGraph",
+    "Materializer",
+    "MaterializerSettings",
+    "default_materializer",
+    "set_default_materializer",
+    "Attributes",
+    "OverflowStrategy",
+    "Supervision",
+    "KillSwitches",
+    "KillSwitch",
+    "UniqueKillSwitch",
+    "SharedKillSwitch",
+    "Cancellable",
+    "NotUsed",
+    "Done",
+    "GraphStage",
+    "GraphStageLogic",
+    "TimerGraphStageLogic",
+    "InHandler",
+    "OutHandler",
+    "Inlet",
+    "Outlet",
+    "ClosedShape",
+    "SourceShape",
+    "FlowShape",
+    "SinkShape",
+    "errors",
+] + _error_names

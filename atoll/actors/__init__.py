@@ -1,0 +1,1 @@
+"""The Ray side: island actors, channel endpoints between them, driver-side handles."""

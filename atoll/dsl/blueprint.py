@@ -1,0 +1,77 @@
+"""Blueprint: what Source, Flow, Sink and RunnableGraph share (Pekko's ``Graph``).
+
+A blueprint is an immutable value: a traversal builder plus the shape of its open ports. Every
+operation returns a new blueprint; nothing runs until ``run``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+from ..stage.attributes import Attributes
+
+B = TypeVar("B", bound="Blueprint")
+
+
+def builder_of(graph):
+    """The traversal builder of a blueprint or a GraphStage."""
+    b = getattr(graph, "builder", None)
+    if b is not None:
+        return b
+    tb = getattr(graph, "traversal_builder", None)
+    if tb is not None:
+        return tb
+    raise TypeError(f"expected a Source, Flow, Sink, graph or GraphStage, got {graph!r}")
+
+
+class Blueprint:
+    __slots__ = ("builder", "shape")
+
+    def __init__(self, builder, shape):
+        self.builder = builder
+        self.shape = shape
+
+    def _rewrap(self: B, builder) -> B:
+        obj = object.__new__(type(self))
+        obj.builder = builder
+        obj.shape = self.shape
+        return obj
+
+    @property
+    def traversal_builder(self):
+        return self.builder
+
+    @property
+    def attributes(self) -> Attributes:
+        """The attributes set on this blueprint as a whole."""
+        return self.builder.attributes
+
+    def with_attributes(self: B, attributes: Attributes) -> B:
+        """Replace the attributes of this blueprint as a whole (inner stages keep theirs)."""
+        if not isinstance(attributes, Attributes):
+            raise TypeError(f"with_attributes expects Attributes, got {attributes!r}")
+        return self._rewrap(self.builder.set_attributes(attributes))
+
+    def add_attributes(self: B, attributes: Attributes) -> B:
+        """Add ``attributes`` (more specific than those already set)."""
+        if not isinstance(attributes, Attributes):
+            raise TypeError(f"add_attributes expects Attributes, got {attributes!r}")
+        return self.with_attributes(self.builder.attributes.and_(attributes))
+
+    def named(self: B, name: str) -> B:
+        """Give this blueprint a name (used in logs, errors and island names)."""
+        return self.add_attributes(Attributes.name(name))
+
+    def island(self: B, **ray_actor_options: Any) -> B:
+        """Close an island here (Pekko's ``.async``): everything composed so far runs in its own
+        island, with these Ray actor options (``num_cpus``, ``resources``, ``name`` ...)."""
+        return self.add_attributes(Attributes.async_boundary(**ray_actor_options))
+
+    def async_boundary(self: B, **ray_actor_options: Any) -> B:
+        """Alias of ``island``."""
+        return self.island(**ray_actor_options)
+
+    def map_materialized_value(self: B, fn: Callable[[Any], Any]) -> B:
+        """Transform the materialized value with ``fn``."""
+        if not callable(fn):
+            raise TypeError(f"map_materialized_value expects a callable, got {fn!r}")
+        return self._rewrap(self.builder.transform_mat(fn))

@@ -1,0 +1,101 @@
+"""Sink: a blueprint with exactly one open input (Pekko's ``Sink``)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from ..materializer.linear_builder import LinearTraversalBuilder
+from ..ops import sinks as K
+from ..stage.shapes import SinkShape
+from .blueprint import Blueprint
+from .keep import Keep
+from .source import _linear
+
+
+class Sink(Blueprint):
+    """Consumes elements; materializes a result (usually a ``concurrent.futures.Future``)."""
+
+    __slots__ = ()
+
+    def __init__(self, builder: LinearTraversalBuilder):
+        super().__init__(builder, SinkShape(builder.in_port))
+
+    def __repr__(self):
+        return f"Sink({self.builder.in_port!r})"
+
+    def run_with(self, source, materializer: Optional[Any] = None) -> Any:
+        """Run ``source`` into this sink; returns this sink's materialized value."""
+        from .source import Source
+
+        return Source.from_graph(source).to_mat(self, Keep.right).run(materializer)
+
+    def contramap(self, fn: Callable[[Any], Any]) -> "Sink":
+        """A sink that applies ``fn`` to each element before this sink sees it."""
+        from .flow import Flow
+
+        return Flow().map(fn).to_mat(self, Keep.right)
+
+    # ------------------------------------------------------------------ factories
+    @staticmethod
+    def from_graph(graph) -> "Sink":
+        """A Sink from a GraphStage or graph with one open inlet and no outlet."""
+        if isinstance(graph, Sink):
+            return graph
+        shape = graph.shape
+        if len(shape.inlets) != 1 or shape.outlets:
+            raise ValueError(f"Sink.from_graph needs a graph with exactly one inlet and no outlet, got {shape!r}")
+        return Sink(_linear(graph))
+
+    @staticmethod
+    def seq() -> "Sink":
+        """Collect every element: ``Future[list]``."""
+        return Sink.from_graph(K.SeqSink())
+
+    @staticmethod
+    def ignore() -> "Sink":
+        """Drop every element: ``Future[Done]``."""
+        return Sink.from_graph(K.IgnoreSink())
+
+    @staticmethod
+    def foreach(fn: Callable[[Any], Any]) -> "Sink":
+        """Call ``fn(elem)`` for every element: ``Future[Done]``."""
+        return Sink.from_graph(K.ForeachSink(fn))
+
+    @staticmethod
+    def fold(zero: Any, fn: Callable[[Any, Any], Any]) -> "Sink":
+        """``Future`` of the fold of every element."""
+        return Sink.from_graph(K.FoldSink(zero, fn))
+
+    @staticmethod
+    def reduce(fn: Callable[[Any, Any], Any]) -> "Sink":
+        """``Future`` of the reduction (``NoSuchElementError`` for an empty stream)."""
+        return Sink.from_graph(K.ReduceSink(fn))
+
+    @staticmethod
+    def head() -> "Sink":
+        """``Future`` of the first element (``NoSuchElementError`` for an empty stream)."""
+        return Sink.from_graph(K.HeadSink(optional=False))
+
+    @staticmethod
+    def head_option() -> "Sink":
+        """``Future`` of the first element, or None."""
+        return Sink.from_graph(K.HeadSink(optional=True))
+
+    @staticmethod
+    def last() -> "Sink":
+        """``Future`` of the last element (``NoSuchElementError`` for an empty stream)."""
+        return Sink.from_graph(K.LastSink(optional=False))
+
+    @staticmethod
+    def last_option() -> "Sink":
+        """``Future`` of the last element, or None."""
+        return Sink.from_graph(K.LastSink(optional=True))
+
+    @staticmethod
+    def cancelled() -> "Sink":
+        """Cancel upstream at once."""
+        return Sink.from_graph(K.CancelledSink())
+
+    @staticmethod
+    def on_complete(fn: Callable[[Optional[BaseException]], Any]) -> "Sink":
+        """Consume everything; call ``fn(None)`` on completion, ``fn(exc)`` on failure."""
+        return Sink.from_graph(K.OnCompleteSink(fn))

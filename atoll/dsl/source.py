@@ -1,0 +1,147 @@
+"""Source: a blueprint with exactly one open output (Pekko's ``Source``)."""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, Optional
+
+from ..materializer.linear_builder import LinearTraversalBuilder
+from ..ops import sources as S
+from ..stage.shapes import SourceShape
+from .blueprint import Blueprint, builder_of
+from .flow_ops import FlowOps
+from .keep import Keep
+from .runnable_graph import RunnableGraph
+
+
+def _linear(graph, combine=Keep.right) -> LinearTraversalBuilder:
+    return LinearTraversalBuilder.from_builder(builder_of(graph), graph.shape, combine)
+
+
+class Source(FlowOps, Blueprint):
+    """Emits elements downstream; compose with ``via``/``to`` and run with ``run_with``."""
+
+    __slots__ = ()
+
+    def __init__(self, builder: LinearTraversalBuilder):
+        super().__init__(builder, SourceShape(builder.out_port))
+
+    def __repr__(self):
+        return f"Source({self.builder.out_port!r})"
+
+    # ------------------------------------------------------------------ composition
+    def via(self, flow) -> "Source":
+        """This source followed by ``flow`` (keeps this source's materialized value)."""
+        return self.via_mat(flow, Keep.left)
+
+    def via_mat(self, flow, combine: Callable[[Any, Any], Any]) -> "Source":
+        """This source followed by ``flow``; materialized value ``combine(this, flow's)``."""
+        _check_flow(flow, "via")
+        return Source(self.builder.append(_linear(flow), combine))
+
+    def to(self, sink) -> RunnableGraph:
+        """Connect to ``sink``; keeps this source's materialized value."""
+        return self.to_mat(sink, Keep.left)
+
+    def to_mat(self, sink, combine: Callable[[Any, Any], Any]) -> RunnableGraph:
+        """Connect to ``sink``; materialized value ``combine(this, sink's)``."""
+        _check_sink(sink, "to")
+        return RunnableGraph(self.builder.append(_linear(sink), combine))
+
+    def run_with(self, sink, materializer: Optional[Any] = None) -> Any:
+        """Connect to ``sink``, run, and return the sink's materialized value."""
+        return self.to_mat(sink, Keep.right).run(materializer)
+
+    def run(self, materializer: Optional[Any] = None) -> Future:
+        """Run into ``Sink.ignore()``; returns its ``Future[Done]``."""
+        from .sink import Sink
+
+        return self.run_with(Sink.ignore(), materializer)
+
+    def run_fold(self, zero: Any, fn: Callable[[Any, Any], Any], materializer: Optional[Any] = None) -> Future:
+        from .sink import Sink
+
+        return self.run_with(Sink.fold(zero, fn), materializer)
+
+    def run_foreach(self, fn: Callable[[Any], Any], materializer: Optional[Any] = None) -> Future:
+        from .sink import Sink
+
+        return self.run_with(Sink.foreach(fn), materializer)
+
+    # ------------------------------------------------------------------ factories
+    @staticmethod
+    def from_graph(graph) -> "Source":
+        """A Source from a GraphStage or graph with one open outlet."""
+        if isinstance(graph, Source):
+            return graph
+        shape = graph.shape
+        if len(shape.outlets) != 1 or shape.inlets:
+            raise ValueError(f"Source.from_graph needs a graph with exactly one outlet and no inlet, got {shape!r}")
+        return Source(_linear(graph))
+
+    @staticmethod
+    def single(elem: Any) -> "Source":
+        """Emit ``elem`` and complete."""
+        return Source.from_graph(S.SingleSource(elem))
+
+    @staticmethod
+    def from_iterable(iterable: Iterable[Any]) -> "Source":
+        """Emit the elements of ``iterable`` (a fresh iterator per materialization)."""
+        return Source.from_graph(S.IterableSource(iterable))
+
+    @staticmethod
+    def from_iterator(factory: Callable[[], Iterable[Any]]) -> "Source":
+        """Emit the elements of ``factory()``, called once per materialization."""
+        return Source.from_graph(S.IterableSource(factory, name="from_iterator", factory=True))
+
+    @staticmethod
+    def range(start: int, stop: int, step: int = 1) -> "Source":
+        """Emit ``range(start, stop, step)`` (``stop`` exclusive)."""
+        return Source.from_graph(S.RangeSource(start, stop, step))
+
+    @staticmethod
+    def repeat(elem: Any) -> "Source":
+        """Emit ``elem`` forever."""
+        return Source.from_graph(S.RepeatSource(elem))
+
+    @staticmethod
+    def empty() -> "Source":
+        """Complete without elements."""
+        return Source.from_graph(S.EmptySource())
+
+    @staticmethod
+    def never() -> "Source":
+        """Never emit and never complete."""
+        return Source.from_graph(S.NeverSource())
+
+    @staticmethod
+    def failed(exc: BaseException) -> "Source":
+        """Fail with ``exc`` right away."""
+        return Source.from_graph(S.FailedSource(exc))
+
+    @staticmethod
+    def unfold(state: Any, fn: Callable[[Any], Optional[tuple]]) -> "Source":
+        """Emit ``elem`` for each ``(state, elem) = fn(state)`` until ``fn`` returns None."""
+        return Source.from_graph(S.UnfoldSource(state, fn))
+
+    @staticmethod
+    def from_future(future: Future) -> "Source":
+        """Emit the result of ``future`` (nothing if it is None) and complete; fail if it fails."""
+        return Source.from_graph(S.FutureSource(future))
+
+    @staticmethod
+    def tick(initial_delay: float, interval: float, tick: Any) -> "Source":
+        """Emit ``tick`` every ``interval`` seconds when downstream is ready; materializes a
+        ``Cancellable``."""
+        return Source.from_graph(S.TickSource(initial_delay, interval, tick))
+
+
+def _check_flow(flow, op: str) -> None:
+    shape = getattr(flow, "shape", None)
+    if shape is None or len(shape.inlets) != 1 or len(shape.outlets) != 1:
+        raise TypeError(f"{op}: expected a Flow (one inlet, one outlet), got {flow!r}")
+
+
+def _check_sink(sink, op: str) -> None:
+    shape = getattr(sink, "shape", None)
+    if shape is None or len(shape.inlets) != 1 or shape.outlets:
+        raise TypeError(f"{op}: expected a Sink (one inlet, no outlet), got {sink!r}")

@@ -1,0 +1,141 @@
+"""Exceptions of Atoll, named after Pekko's with the ``Error`` suffix.
+
+Stream failures travel as these (or any user exception) from the failing stage downstream, and as
+cancellation causes upstream; the driver's futures raise the original exception object.
+"""
+from __future__ import annotations
+
+
+class StreamError(Exception):
+    """Base class of the errors Atoll itself raises while running a stream."""
+
+
+class BufferOverflowError(StreamError):
+    """A ``buffer(..., OverflowStrategy.fail)`` received an element while full."""
+
+
+class StreamLimitReachedError(StreamError):
+    """``limit(n)`` saw more than ``n`` elements."""
+
+    def __init__(self, n: int):
+        super().__init__(f"limit of {n} reached")
+        self.n = n
+
+    def __reduce__(self):
+        return (type(self), (self.n,))
+
+
+class AbruptStageTerminationError(StreamError):
+    """A stage was stopped before it had completed or failed (its island was torn down)."""
+
+
+class AbruptTerminationError(StreamError):
+    """The island hosting a stream stopped while the stream was still running."""
+
+
+class StreamDetachedError(StreamError):
+    """An async callback or queue was used after its stage had stopped."""
+
+
+class NeverMaterializedError(StreamError):
+    """A value depending on materialization was asked for, but the stream never materialized."""
+
+
+class MaterializationError(StreamError):
+    """Building the running stream from a blueprint failed."""
+
+
+class NoSuchElementError(StreamError, LookupError):
+    """``Sink.head``/``Sink.last``/``Sink.reduce`` over an empty stream."""
+
+
+class IllegalStateError(StreamError):
+    """A call that is not allowed in the current state (e.g. materializing on a shut-down materializer)."""
+
+
+class PortStateError(StreamError, ValueError):
+    """A stage broke the port rules (push without demand, double pull, grab with nothing available)."""
+
+
+class SpecViolationError(StreamError):
+    """A Reactive Streams rule was broken on a channel (e.g. request(n) with n < 1)."""
+
+
+class ProtocolError(StreamError):
+    """A channel frame or demand signal arrived out of sequence (gap or duplicate)."""
+
+
+class StreamTimeoutError(StreamError, TimeoutError):
+    """Base class of the stream timeouts."""
+
+
+class InitialTimeoutError(StreamTimeoutError):
+    """The first element did not arrive in time."""
+
+
+class CompletionTimeoutError(StreamTimeoutError):
+    """The stream did not complete in time."""
+
+
+class StreamIdleTimeoutError(StreamTimeoutError):
+    """No element passed for the configured idle time."""
+
+
+class BackpressureTimeoutError(StreamTimeoutError):
+    """Downstream did not signal demand in time."""
+
+
+class SubscriptionTimeoutError(StreamTimeoutError):
+    """A channel endpoint was not subscribed in time."""
+
+
+class IslandScheduleTimeoutError(StreamTimeoutError):
+    """An island's actor could not be scheduled (its resources are available nowhere) in time."""
+
+
+class TooManySubstreamsOpenError(StreamError):
+    """``group_by`` would open more substreams than allowed."""
+
+
+class RateExceededError(StreamError):
+    """``throttle`` in enforcing mode saw a rate above the limit."""
+
+
+class PartitionOutOfBoundsError(StreamError, IndexError):
+    """``Partition``'s function returned an index outside ``0 .. n-1``."""
+
+
+class IslandDiedError(StreamError):
+    """The Ray actor hosting an island died (crash, ``ray.kill``, node loss)."""
+
+    def __init__(self, island: str, detail: str = ""):
+        msg = f"island {island!r} died" + (f": {detail}" if detail else "")
+        super().__init__(msg)
+        self.island = island
+        self.detail = detail
+
+    def __reduce__(self):
+        return (type(self), (self.island, self.detail))
+
+
+class NonFailureCancellation(Exception):
+    """A cancellation cause that means "no more elements needed", not a failure."""
+
+
+class NoMoreElementsNeeded(NonFailureCancellation):
+    """Default cause of ``cancel(in)``: downstream simply needs no more elements."""
+
+    def __init__(self, *args):
+        super().__init__(*(args or ("no more elements needed",)))
+
+
+class StageWasCompleted(NonFailureCancellation):
+    """Cause used by ``complete_stage()`` when it cancels the stage's inputs."""
+
+    def __init__(self, *args):
+        super().__init__(*(args or ("stage was completed",)))
+
+
+#: Shared instances used as cancellation causes (as Pekko's singletons).
+NO_MORE_ELEMENTS_NEEDED = NoMoreElementsNeeded()
+STAGE_WAS_COMPLETED = StageWasCompleted()

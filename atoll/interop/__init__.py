@@ -1,0 +1,1 @@
+"""Sources and sinks at the edges: Spark (RayDP), Ray Datasets, Parquet."""

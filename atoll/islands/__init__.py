@@ -1,0 +1,1 @@
+"""The fused GraphInterpreter, island boundaries and the in-process island host."""

@@ -1,0 +1,279 @@
+"""Island boundaries: the two ends of a Reactive Streams channel between islands.
+
+``OutputBoundary`` (publisher side) sits on the producing stage's outlet; ``InputBoundary``
+(subscriber side) feeds the consuming stage's inlet. They speak the protocol
+
+    subscribe -> on_subscribe -> request(n) -> on_next(frame) ... -> on_complete | on_error(cause)
+    cancel(cause) upstream
+
+through *peer refs*: objects with those methods, provided by the transport (in-process async
+callbacks, Ray actor calls, or a test probe). Every incoming signal is an async input of the boundary
+logic, so it runs on the island's thread.
+
+Demand is counted in elements: the input boundary requests its buffer size up front and requests half
+of it again each time half has been consumed (Pekko's batching input boundary). The output boundary
+pulls only while it has demand, collects what its upstream pushes during one interpreter turn into a
+frame and sends it when the host flushes (or when the frame is full). Frames and requests carry
+sequence numbers; a gap or duplicate fails the channel with ``ProtocolError``.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Optional
+
+from ..errors import (
+    AbruptStageTerminationError,
+    ProtocolError,
+    SpecViolationError,
+)
+from ..stage.handlers import InHandler, OutHandler
+from ..stage.logic import GraphStageLogic
+from ..stage.ports import Inlet, Outlet
+from ..stage.shapes import SinkShape, SourceShape
+
+#: Reactive Streams rule 3.17: demand saturates at 2^63-1 ("effectively unbounded").
+MAX_DEMAND = 2**63 - 1
+
+
+class CallbackPublisherRef:
+    """Publisher ref whose methods are the boundary's async callbacks (in-process transport)."""
+
+    __slots__ = ("subscribe", "request", "cancel")
+
+    def __init__(self, logic: "OutputBoundary"):
+        self.subscribe = logic.get_async_callback(logic._on_subscribe).invoke
+        req = logic.get_async_callback(logic._on_request).invoke
+        self.request = lambda n, seq: req((n, seq))
+        self.cancel = logic.get_async_callback(logic._on_cancel).invoke
+
+
+class CallbackSubscriberRef:
+    """Subscriber ref whose methods are the boundary's async callbacks (in-process transport)."""
+
+    __slots__ = ("on_subscribe", "on_next", "on_complete", "on_error")
+
+    def __init__(self, logic: "InputBoundary"):
+        self.on_subscribe = logic.get_async_callback(logic._on_subscribe).invoke
+        nxt = logic.get_async_callback(logic._on_next)
+        self.on_next = lambda seq, frame: nxt.invoke((seq, frame))
+        done = logic.get_async_callback(logic._on_complete)
+        self.on_complete = lambda: done.invoke(None)
+        self.on_error = logic.get_async_callback(logic._on_error).invoke
+
+
+class OutputBoundary(GraphStageLogic, InHandler):
+    """Publisher end of a channel, fed by one outlet of this island."""
+
+    def __init__(self, name: str = "OutputBoundary", max_frame: int = 1 << 16):
+        self.in_ = Inlet(f"{name}.in")
+        shape = SinkShape(self.in_)
+        shape.assign_ids()
+        super().__init__(shape)
+        self.stage_name = name
+        self.max_frame = max_frame
+        self.subscriber = None
+        self.demand = 0
+        self.frame: list = []
+        self.frame_seq = 0
+        self.request_seq = 0
+        self.terminal: Optional[tuple] = None  # ("complete",) / ("error", exc) waiting for a subscriber
+        self.signalled_terminal = False
+        self.set_handler(self.in_, self)
+        self.publisher_ref = CallbackPublisherRef(self)
+
+    # ------------------------------------------------------------------ signals from the subscriber
+    def _on_subscribe(self, subscriber) -> None:
+        if self.subscriber is not None:
+            subscriber.on_subscribe(self.publisher_ref)
+            subscriber.on_error(SpecViolationError(f"{self}: this publisher accepts one subscriber only (rule 2.12)"))
+            return
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self.publisher_ref)
+        if self.terminal is not None:
+            self._signal_terminal()
+
+    def _on_request(self, n_seq) -> None:
+        n, seq = n_seq
+        if seq != self.request_seq:
+            self._protocol_failure(ProtocolError(f"{self}: request #{seq} arrived, expected #{self.request_seq}"))
+            return
+        self.request_seq += 1
+        if n < 1:
+            self._protocol_failure(SpecViolationError(f"{self}: request({n}) is not positive (rule 3.9)"))
+            return
+        self.demand = min(self.demand + n, MAX_DEMAND)
+        in_ = self.in_
+        if not self.has_been_pulled(in_) and not self.is_closed(in_):
+            self.pull(in_)
+
+    def _on_cancel(self, cause) -> None:
+        self.frame = []
+        self.signalled_terminal = True
+        if not self.is_closed(self.in_):
+            self.cancel(self.in_, cause)
+
+    def _protocol_failure(self, exc: BaseException) -> None:
+        self.frame = []
+        if not self.signalled_terminal and self.subscriber is not None:
+            self.signalled_terminal = True
+            self.subscriber.on_error(exc)
+        self.fail_stage(exc)
+
+    # ------------------------------------------------------------------ upstream side
+    def on_push(self) -> None:
+        frame = self.frame
+        frame.append(self.grab(self.in_))
+        self.demand -= 1
+        if len(frame) == 1:
+            self._interpreter.host.mark_dirty(self)
+        elif len(frame) >= self.max_frame:
+            self.flush()
+        if self.demand > 0:
+            self.pull(self.in_)
+
+    def flush(self) -> None:
+        """Send the collected frame (called by the host at the end of an interpreter turn)."""
+        frame = self.frame
+        if frame and not self.signalled_terminal:
+            self.frame = []
+            seq = self.frame_seq
+            self.frame_seq = seq + 1
+            self.subscriber.on_next(seq, frame)
+
+    def on_upstream_finish(self) -> None:
+        self.terminal = ("complete",)
+        if self.subscriber is not None:
+            self._signal_terminal()
+
+    def on_upstream_failure(self, exc: BaseException) -> None:
+        self.terminal = ("error", exc)
+        if self.subscriber is not None:
+            self._signal_terminal()
+
+    def _signal_terminal(self) -> None:
+        if self.signalled_terminal:
+            return
+        self.flush()
+        self.signalled_terminal = True
+        if self.terminal[0] == "complete":
+            self.subscriber.on_complete()
+        else:
+            self.subscriber.on_error(self.terminal[1])
+
+    def post_stop(self) -> None:
+        if not self.signalled_terminal and self.subscriber is not None:
+            self.signalled_terminal = True
+            self.subscriber.on_error(AbruptStageTerminationError(f"{self}: island stopped before the stream ended"))
+
+
+class InputBoundary(GraphStageLogic, OutHandler):
+    """Subscriber end of a channel, feeding one inlet of this island."""
+
+    def __init__(self, publisher, size: int, name: str = "InputBoundary"):
+        if size < 1:
+            raise ValueError(f"{name}: input buffer size must be >= 1, got {size}")
+        self.out = Outlet(f"{name}.out")
+        shape = SourceShape(self.out)
+        shape.assign_ids()
+        super().__init__(shape)
+        self.stage_name = name
+        self.publisher = publisher
+        self.upstream = None
+        self.size = size
+        self.batch = max(1, size // 2)
+        self.buffer: deque = deque()
+        self.outstanding = 0
+        self.consumed = 0
+        self.frame_seq = 0
+        self.request_seq = 0
+        self.upstream_completed = False
+        self.upstream_done = False  # completed, failed or cancelled: no signal to send upstream any more
+        self.set_handler(self.out, self)
+        self.subscriber_ref = CallbackSubscriberRef(self)
+
+    def pre_start(self) -> None:
+        self.publisher.subscribe(self.subscriber_ref)
+
+    # ------------------------------------------------------------------ signals from the publisher
+    def _on_subscribe(self, upstream) -> None:
+        if self.upstream is not None:
+            upstream.cancel(SpecViolationError(f"{self}: already subscribed (rule 2.5)"))
+            return
+        self.upstream = upstream
+        if not self.upstream_done:
+            self._request(self.size)
+
+    def _request(self, n: int) -> None:
+        self.outstanding += n
+        seq = self.request_seq
+        self.request_seq = seq + 1
+        self.upstream.request(n, seq)
+
+    def _on_next(self, seq_frame) -> None:
+        seq, frame = seq_frame
+        if self.upstream_done:
+            return
+        if seq != self.frame_seq:
+            self._fail_channel(ProtocolError(f"{self}: frame #{seq} arrived, expected #{self.frame_seq}"))
+            return
+        self.frame_seq = seq + 1
+        n = len(frame)
+        if n > self.outstanding:
+            self._fail_channel(SpecViolationError(f"{self}: input buffer overrun: {n} elements for {self.outstanding} requested"))
+            return
+        self.outstanding -= n
+        buf = self.buffer
+        buf.extend(frame)
+        if buf and self.is_available(self.out):
+            self._push_one()
+
+    def _on_complete(self, _=None) -> None:
+        if self.upstream_done:
+            return
+        self.upstream_done = True
+        self.upstream_completed = True
+        if not self.buffer:
+            self.complete(self.out)
+
+    def _on_error(self, exc) -> None:
+        if self.upstream_done:
+            return
+        self.upstream_done = True
+        self.buffer.clear()
+        self.fail(self.out, exc)
+
+    def _fail_channel(self, exc: BaseException) -> None:
+        self.buffer.clear()
+        self._cancel_upstream(exc)
+        self.fail_stage(exc)
+
+    # ------------------------------------------------------------------ downstream side
+    def _push_one(self) -> None:
+        self.push(self.out, self.buffer.popleft())
+        if not self.upstream_completed:
+            self.consumed += 1
+            if self.consumed >= self.batch:
+                self.consumed = 0
+                self._request(self.batch)
+
+    def on_pull(self) -> None:
+        if self.buffer:
+            self._push_one()
+            if self.upstream_completed and not self.buffer:
+                self.complete(self.out)
+        elif self.upstream_completed:
+            self.complete(self.out)
+
+    def _cancel_upstream(self, cause: BaseException) -> None:
+        if not self.upstream_done:
+            self.upstream_done = True
+            # before on_subscribe arrived, the publisher ref itself accepts the cancel
+            (self.upstream if self.upstream is not None else self.publisher).cancel(cause)
+
+    def on_downstream_finish(self, cause: BaseException) -> None:
+        self.buffer.clear()
+        self._cancel_upstream(cause)
+        self.complete_stage()
+
+    def post_stop(self) -> None:
+        self._cancel_upstream(AbruptStageTerminationError(f"{self}: island stopped before the stream ended"))

@@ -1,0 +1,100 @@
+"""The interpreter's connection record and its port-state bit flags (Pekko's ``GraphInterpreter.Connection``).
+
+A connection joins one outlet to one inlet inside an island. ``state`` holds one-hot protocol bits
+(``IN_READY`` -> ``PULLING`` -> ``OUT_READY`` -> ``PUSHING`` -> ``IN_READY``) plus closure bits; every
+transition is an XOR flip, and an event is queued at most once per connection, so the whole protocol
+is a few integer operations per element.
+"""
+from __future__ import annotations
+
+IN_READY = 1
+PULLING = 2
+PUSHING = 4
+OUT_READY = 8
+IN_CLOSED = 16
+OUT_CLOSED = 32
+IN_FAILED = 64
+
+PULL_START_FLIP = IN_READY ^ PULLING  # 3
+PULL_END_FLIP = PULLING ^ OUT_READY  # 10
+PUSH_START_FLIP = OUT_READY ^ PUSHING  # 12
+PUSH_END_FLIP = PUSHING ^ IN_READY  # 5
+
+KEEP_GOING_FLAG = 0x4000000
+KEEP_GOING_MASK = 0x3FFFFFF
+
+
+class _Empty:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "Empty"
+
+
+#: Marker for "no element in the slot"; elements themselves may never be ``None``.
+EMPTY = _Empty()
+
+
+class Failed:
+    """Slot content after upstream failed: the cause plus an element still waiting to be grabbed."""
+
+    __slots__ = ("ex", "previous")
+
+    def __init__(self, ex: BaseException, previous):
+        self.ex = ex
+        self.previous = previous
+
+    def __repr__(self):
+        return f"Failed({self.ex!r}, {self.previous!r})"
+
+
+class Cancelled:
+    """Slot content after downstream cancelled: the cancellation cause."""
+
+    __slots__ = ("cause",)
+
+    def __init__(self, cause: BaseException):
+        self.cause = cause
+
+    def __repr__(self):
+        return f"Cancelled({self.cause!r})"
+
+
+class Connection:
+    """One in-island edge: owners, handlers, port state and the element slot."""
+
+    __slots__ = ("id", "in_owner", "out_owner", "in_handler", "out_handler", "state", "slot", "inlet", "outlet")
+
+    def __init__(self, id: int):
+        self.id = id
+        self.in_owner = None
+        self.out_owner = None
+        self.in_handler = None
+        self.out_handler = None
+        self.state = IN_READY
+        self.slot = EMPTY
+        self.inlet = None
+        self.outlet = None
+
+    def __repr__(self):
+        return (
+            f"Connection({self.id}, {self.out_owner!r}.{getattr(self.outlet, 'name', '?')} -> "
+            f"{self.in_owner!r}.{getattr(self.inlet, 'name', '?')}, state={describe_state(self.state)})"
+        )
+
+
+def describe_state(state: int) -> str:
+    """Human-readable port state, for debug output."""
+    names = []
+    for bit, name in (
+        (IN_READY, "InReady"),
+        (PULLING, "Pulling"),
+        (PUSHING, "Pushing"),
+        (OUT_READY, "OutReady"),
+        (IN_CLOSED, "InClosed"),
+        (OUT_CLOSED, "OutClosed"),
+        (IN_FAILED, "InFailed"),
+    ):
+        if state & bit:
+            names.append(name)
+    return "|".join(names) or "0"

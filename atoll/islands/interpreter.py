@@ -1,0 +1,269 @@
+"""GraphInterpreter: runs one island's stages synchronously (Pekko's ``GraphInterpreter``).
+
+The island is a fixed table of logics and connections. ``push``/``pull``/close calls queue the
+connection (at most one pending event per connection, its kind encoded in the port state) and
+``execute`` dispatches queued events to the handlers, a bounded number per turn so the host can serve
+async callbacks, timers and channel messages in between. Exceptions thrown by a handler fail that
+stage: downstream fails, upstream is cancelled with the cause.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, List, Optional
+
+from ..errors import NO_MORE_ELEMENTS_NEEDED, AbruptStageTerminationError, StreamDetachedError
+from ..markers import Done
+from .connection import (
+    EMPTY,
+    IN_CLOSED,
+    IN_FAILED,
+    KEEP_GOING_FLAG,
+    KEEP_GOING_MASK,
+    OUT_CLOSED,
+    PULL_END_FLIP,
+    PULLING,
+    PUSH_END_FLIP,
+    PUSHING,
+    Cancelled,
+    Connection,
+    Failed,
+)
+
+log = logging.getLogger("atoll.interpreter")
+
+
+class GraphInterpreter:
+    """Executes the stages of one island; every method runs on the island's thread."""
+
+    __slots__ = (
+        "logics",
+        "connections",
+        "queue",
+        "enqueue",
+        "host",
+        "materializer",
+        "name",
+        "running_stages",
+        "active",
+        "_initialized",
+    )
+
+    def __init__(self, logics: List[Any], connections: List[Connection], host, materializer=None, name: str = "island"):
+        self.logics = logics
+        self.connections = connections
+        self.queue: deque = deque()
+        self.enqueue = self.queue.append
+        self.host = host
+        self.materializer = materializer
+        self.name = name
+        self.running_stages = len(logics)
+        self.active = None
+        self._initialized = False
+
+    def __repr__(self):
+        return f"GraphInterpreter({self.name}, {self.running_stages} running stages)"
+
+    # ------------------------------------------------------------------ lifecycle
+    def init(self) -> None:
+        """Attach every logic, then run every ``pre_start`` in order."""
+        for i, logic in enumerate(self.logics):
+            logic._counter = (len(logic._in_conns) + len(logic._out_conns)) | (logic._counter & KEEP_GOING_FLAG)
+            logic._attach(self, i)
+        self._initialized = True
+        for logic in self.logics:
+            self.active = logic
+            try:
+                logic.pre_start()
+            except Exception as e:  # noqa: BLE001 - a failing pre_start fails its stage
+                self._report_error(logic, e)
+            self._after_stage_has_run(logic)
+        self.active = None
+
+    @property
+    def is_completed(self) -> bool:
+        """All stages stopped and nothing left to process."""
+        return self.running_stages == 0 and not self.queue
+
+    @property
+    def is_suspended(self) -> bool:
+        """Events are waiting: another ``execute`` turn is needed."""
+        return bool(self.queue)
+
+    # ------------------------------------------------------------------ the event loop
+    def execute(self, event_limit: int) -> int:
+        """Process up to ``event_limit`` queued events; returns the unused budget."""
+        queue = self.queue
+        pop = queue.popleft
+        remaining = event_limit
+        while queue and remaining > 0:
+            conn = pop()
+            remaining -= 1
+            st = conn.state
+            if st & (PUSHING | IN_CLOSED | OUT_CLOSED) == PUSHING:
+                logic = self.active = conn.in_owner
+                conn.state = st ^ PUSH_END_FLIP
+                try:
+                    conn.in_handler.on_push()
+                except Exception as e:  # noqa: BLE001
+                    self._report_error(logic, e)
+            elif st & (PULLING | OUT_CLOSED | IN_CLOSED) == PULLING:
+                logic = self.active = conn.out_owner
+                conn.state = st ^ PULL_END_FLIP
+                try:
+                    conn.out_handler.on_pull()
+                except Exception as e:  # noqa: BLE001
+                    self._report_error(logic, e)
+            else:
+                logic = self._process_close(conn, st)
+                if logic is None:
+                    continue
+            if logic._counter == 0 and not logic._finalized:
+                self._finalize(logic)
+        self.active = None
+        return remaining
+
+    def _process_close(self, conn: Connection, st: int):
+        if st & (OUT_CLOSED | IN_CLOSED) == IN_CLOSED:
+            # downstream cancelled
+            logic = self.active = conn.out_owner
+            conn.state = st | OUT_CLOSED
+            self._dec(logic)
+            slot = conn.slot
+            cause = slot.cause if type(slot) is Cancelled else NO_MORE_ELEMENTS_NEEDED
+            try:
+                conn.out_handler.on_downstream_finish(cause)
+            except Exception as e:  # noqa: BLE001
+                self._report_error(logic, e)
+            return logic
+        if st & (OUT_CLOSED | IN_CLOSED) == OUT_CLOSED:
+            logic = self.active = conn.in_owner
+            if st & PUSHING:
+                # an element is still on its way: deliver it, then the close event again
+                conn.state = st ^ PUSH_END_FLIP
+                try:
+                    conn.in_handler.on_push()
+                except Exception as e:  # noqa: BLE001
+                    self._report_error(logic, e)
+                if not conn.state & IN_CLOSED:
+                    self.enqueue(conn)
+                return logic
+            conn.state = st | IN_CLOSED
+            self._dec(logic)
+            try:
+                if st & IN_FAILED:
+                    conn.in_handler.on_upstream_failure(conn.slot.ex)
+                else:
+                    conn.in_handler.on_upstream_finish()
+            except Exception as e:  # noqa: BLE001
+                self._report_error(logic, e)
+            return logic
+        return None
+
+    @staticmethod
+    def _dec(logic) -> None:
+        c = logic._counter
+        if c & KEEP_GOING_MASK:
+            logic._counter = c - 1
+
+    def _after_stage_has_run(self, logic) -> None:
+        if logic._counter == 0 and not logic._finalized:
+            self._finalize(logic)
+
+    def _report_error(self, logic, exc: BaseException) -> None:
+        name = logic.stage_name
+        log.debug("Error in stage [%s] of %s: %r", name, self.name, exc, exc_info=exc)
+        if logic._finalized:
+            return
+        try:
+            logic.fail_stage(exc)
+        except Exception as e2:  # noqa: BLE001 - never let error handling itself escape the loop
+            log.error("failing stage [%s] raised %r", name, e2)
+
+    def _finalize(self, logic) -> None:
+        logic._finalized = True
+        self.running_stages -= 1
+        try:
+            logic.post_stop()
+        except Exception as e:  # noqa: BLE001 - post_stop errors are only logged, as in Pekko
+            log.error("Error in post_stop of stage [%s]: %r", logic.stage_name, e, exc_info=e)
+        try:
+            logic._after_post_stop()
+        except Exception as e:  # noqa: BLE001
+            log.error("Error cleaning up stage [%s]: %r", logic.stage_name, e)
+
+    # ------------------------------------------------------------------ port closing (called by logics)
+    def complete(self, conn: Connection) -> None:
+        st = conn.state
+        conn.state = st | OUT_CLOSED
+        if st & (IN_CLOSED | PUSHING | PULLING | OUT_CLOSED) == 0:
+            self.enqueue(conn)
+        if not st & OUT_CLOSED:
+            self._dec(conn.out_owner)
+
+    def fail(self, conn: Connection, exc: BaseException) -> None:
+        st = conn.state
+        conn.state = st | OUT_CLOSED
+        if st & (IN_CLOSED | OUT_CLOSED) == 0:
+            conn.state = st | OUT_CLOSED | IN_FAILED
+            conn.slot = Failed(exc, conn.slot)
+            if st & (PULLING | PUSHING) == 0:
+                self.enqueue(conn)
+        if not st & OUT_CLOSED:
+            self._dec(conn.out_owner)
+
+    def cancel(self, conn: Connection, cause: BaseException) -> None:
+        st = conn.state
+        conn.state = st | IN_CLOSED
+        if not st & OUT_CLOSED:
+            conn.slot = Cancelled(cause)
+            if st & (PULLING | PUSHING | IN_CLOSED) == 0:
+                self.enqueue(conn)
+        if not st & IN_CLOSED:
+            self._dec(conn.in_owner)
+
+    # ------------------------------------------------------------------ async input
+    def post_async(self, logic, handler, value, promise) -> None:
+        """Thread-safe: have ``handler(value)`` run for ``logic`` on this island's thread."""
+        self.host.post(self.run_async_input, logic, handler, value, promise)
+
+    def run_async_input(self, logic, handler, value, promise) -> None:
+        if logic._finalized:
+            if promise is not None and not promise.done():
+                promise.set_exception(StreamDetachedError(f"stage {logic} has already stopped"))
+            return
+        self.active = logic
+        try:
+            handler(value)
+            if promise is not None and not promise.done():
+                promise.set_result(Done)
+        except Exception as e:  # noqa: BLE001
+            if promise is not None and not promise.done():
+                promise.set_exception(e)
+            self._report_error(logic, e)
+        self._after_stage_has_run(logic)
+        self.active = None
+
+    # ------------------------------------------------------------------ teardown
+    def fail_all(self, cause: BaseException, event_limit: int = 1_000_000) -> None:
+        """Fail every open connection with ``cause`` (as if each producer failed) and let the
+        failure reach every handler; stages still running afterwards are stopped abruptly."""
+        for conn in self.connections:
+            if not conn.state & (OUT_CLOSED | IN_CLOSED):
+                self.fail(conn, cause)
+        for logic in self.logics:
+            self._after_stage_has_run(logic)
+        self.execute(event_limit)
+        self.finish()
+
+    def finish(self) -> None:
+        """Stop every stage that is still running (``post_stop``); used when the island is torn down."""
+        for logic in self.logics:
+            if not logic._finalized:
+                self._finalize(logic)
+        self.queue.clear()
+
+
+def abrupt_termination(logic) -> AbruptStageTerminationError:
+    """The error a stage's pending result fails with when the stage is stopped before finishing."""
+    return AbruptStageTerminationError(f"stage {logic} was stopped before it finished (its island was torn down)")

@@ -1,0 +1,52 @@
+"""LocalMaterializer: runs every island of a graph on its own thread in this process."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from ..materializer import phased
+from ..materializer.debug import stderr_debug
+from ..materializer.materializer import Materializer, MaterializerSettings
+from ..materializer.mat_values import resolve
+from ..materializer.running_graph import RunningGraph
+from .local_phase import LocalIslandPhase
+
+_names = itertools.count(1)
+
+
+class _GraphBuild:
+    """What the phases of one materialization share."""
+
+    def __init__(self, materializer: "LocalMaterializer"):
+        self.materializer = materializer
+        self.settings = materializer.settings
+        self.top_attributes = materializer.settings.top_attributes()
+        self.name = f"graph-{next(_names)}"
+
+
+class LocalMaterializer(Materializer):
+    def __init__(self, settings: MaterializerSettings):
+        super().__init__(settings)
+
+    def __repr__(self):
+        return "Materializer.local()"
+
+    def materialize(self, graph) -> Any:
+        self._check_open()
+        build = _GraphBuild(self)
+        traversal = graph.builder.traversal
+        mat, phases = phased.materialize(
+            traversal,
+            lambda tag, attrs, index: LocalIslandPhase(build, attrs, index),
+            build.top_attributes,
+            stderr_debug() if self.settings.debug else None,
+        )
+        hosts = [p.host for p in phases if not p.is_empty]
+        running = RunningGraph(build.name, hosts, self._unregister)
+        if hosts:
+            self._register(running)
+        for h in hosts:
+            h.on_done = running.island_ended
+        for h in hosts:
+            h.start()
+        return resolve(mat, {})

@@ -1,0 +1,178 @@
+"""ThreadHost: runs one island's interpreter on a dedicated thread (the local materializer's island host).
+
+The host owns the island's inbox (async callbacks, channel signals, control messages from any thread),
+its timers and the list of output boundaries with a frame to flush. Its loop alternates: drain the
+inbox, fire due timers, run one bounded interpreter turn, flush frames; it sleeps on the inbox when
+there is nothing to do, and ends when every stage of the island has stopped.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from queue import Empty, SimpleQueue
+from typing import Any, Callable, List, Optional
+
+log = logging.getLogger("atoll.host")
+
+_seq = itertools.count()
+
+
+class _Scheduled:
+    __slots__ = ("due", "seq", "fn", "args", "cancelled")
+
+    def __init__(self, due, fn, args):
+        self.due = due
+        self.seq = next(_seq)
+        self.fn = fn
+        self.args = args
+        self.cancelled = False
+
+    def __lt__(self, other):
+        return (self.due, self.seq) < (other.due, other.seq)
+
+
+class IslandHost:
+    """What an interpreter needs from whoever runs it: a thread-safe ``post``, timers, frame flushing.
+
+    Subclasses decide where the loop runs (a thread here, a Ray actor in ``atoll.actors``)."""
+
+    def __init__(self, name: str, event_limit: int = 2000, inbox_batch: int = 256):
+        self.name = name
+        self.event_limit = event_limit
+        self.inbox_batch = inbox_batch
+        self.inbox: SimpleQueue = SimpleQueue()
+        self.timers: List[_Scheduled] = []
+        self.dirty: List[Any] = []
+        self.interpreter = None
+        self.state = "created"
+        self.error: Optional[BaseException] = None
+        self.on_done: Optional[Callable[["IslandHost"], None]] = None
+
+    # ------------------------------------------------------------------ services for the interpreter
+    def post(self, fn: Callable, *args) -> None:
+        """Thread-safe: run ``fn(*args)`` on the island's thread."""
+        self.inbox.put((fn, args))
+
+    def schedule(self, delay: float, fn: Callable, *args) -> _Scheduled:
+        """Run ``fn(*args)`` on the island's thread after ``delay`` seconds (call from the island's thread)."""
+        item = _Scheduled(time.monotonic() + delay, fn, args)
+        heapq.heappush(self.timers, item)
+        return item
+
+    def cancel_scheduled(self, handle: _Scheduled) -> None:
+        handle.cancelled = True
+
+    def mark_dirty(self, boundary) -> None:
+        """``boundary`` has a frame to send at the end of this turn."""
+        self.dirty.append(boundary)
+
+    # ------------------------------------------------------------------ control from any thread
+    def cancel(self, cause: BaseException) -> None:
+        """Fail every stage of the island with ``cause`` (thread-safe)."""
+        self.post(self._cancel, cause)
+
+    def _cancel(self, cause: BaseException) -> None:
+        if self.interpreter is not None and self.interpreter.running_stages:
+            self.interpreter.fail_all(cause)
+            self._flush()
+
+    def info(self) -> dict:
+        interp = self.interpreter
+        return {
+            "name": self.name,
+            "state": self.state,
+            "running_stages": interp.running_stages if interp is not None else 0,
+            "stages": len(interp.logics) if interp is not None else 0,
+        }
+
+    # ------------------------------------------------------------------ the loop
+    def run_loop(self) -> None:
+        """Initialize the interpreter and run it until every stage stopped."""
+        interp = self.interpreter
+        self.state = "running"
+        try:
+            interp.init()
+            self._flush()
+            self._loop(interp)
+            self.state = "completed"
+        except BaseException as e:  # noqa: BLE001 - a host bug must still tear the island down
+            log.error("island %s crashed: %r", self.name, e, exc_info=e)
+            self.error = e
+            self.state = "failed"
+            try:
+                interp.fail_all(e)
+                self._flush()
+            except BaseException as e2:  # noqa: BLE001
+                log.error("island %s: teardown after crash failed: %r", self.name, e2)
+                interp.finish()
+        finally:
+            if self.on_done is not None:
+                self.on_done(self)
+
+    def _loop(self, interp) -> None:
+        inbox = self.inbox
+        get = inbox.get
+        empty = inbox.empty
+        timers = self.timers
+        limit = self.event_limit
+        batch = self.inbox_batch
+        while True:
+            n = 0
+            while n < batch and not empty():
+                fn, args = get()
+                fn(*args)
+                n += 1
+            if timers:
+                self._fire_due_timers()
+            if interp.queue:
+                interp.execute(limit)
+            if self.dirty:
+                self._flush()
+            if interp.running_stages == 0 and not interp.queue:
+                return
+            if interp.queue or not empty():
+                continue
+            timeout = None
+            if timers:
+                timeout = max(0.0, timers[0].due - time.monotonic())
+            try:
+                fn, args = get(timeout=timeout)
+            except Empty:
+                continue
+            fn(*args)
+
+    def _fire_due_timers(self) -> None:
+        timers = self.timers
+        now = time.monotonic()
+        while timers and timers[0].due <= now:
+            item = heapq.heappop(timers)
+            if not item.cancelled:
+                item.fn(*item.args)
+
+    def _flush(self) -> None:
+        dirty = self.dirty
+        if dirty:
+            self.dirty = []
+            for b in dirty:
+                b.flush()
+
+
+class ThreadHost(IslandHost):
+    """Runs the island on its own daemon thread."""
+
+    def __init__(self, name: str, **kw):
+        super().__init__(name, **kw)
+        self.thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run_loop, name=f"atoll-{self.name}", daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        if self.thread is None:
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()

@@ -1,0 +1,121 @@
+"""Materializer: turns a runnable blueprint into running islands (Pekko's ``Materializer``).
+
+``Materializer.local()`` runs each island on a thread of this process; ``Materializer.ray()`` runs
+each island as a Ray actor. Both use the same traversal walk, island plugins and channel protocol, so
+a graph gives the same results on either. The process-wide default (used by ``run()`` without an
+argument) is created on first use; ``set_default_materializer`` replaces it.
+"""
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from typing import Any, List, Optional
+
+from ..errors import IllegalStateError
+from ..stage.attributes import Attributes, InputBuffer, SupervisionStrategy
+from ..stage.supervision import Supervision
+
+
+class MaterializerSettings:
+    """Defaults a materializer applies to every graph it runs."""
+
+    __slots__ = ("input_buffer", "event_limit", "fusion", "debug")
+
+    def __init__(self, input_buffer=(16, 16), event_limit: int = 2000, fusion: bool = True, debug: bool = False):
+        initial, max_ = input_buffer
+        InputBuffer(initial, max_)  # validates
+        if not isinstance(event_limit, int) or event_limit < 1:
+            raise ValueError(f"Materializer: event_limit must be an int >= 1, got {event_limit!r}")
+        self.input_buffer = (initial, max_)
+        self.event_limit = event_limit
+        self.fusion = bool(fusion)
+        self.debug = bool(debug)
+
+    def top_attributes(self) -> Attributes:
+        """The least specific attributes of every graph: the defaults stages fall back on."""
+        return Attributes(
+            (
+                InputBuffer(*self.input_buffer),
+                SupervisionStrategy(Supervision.stopping_decider),
+            )
+        )
+
+
+class Materializer(ABC):
+    """Runs blueprints. Use ``Materializer.local()`` or ``Materializer.ray()``."""
+
+    def __init__(self, settings: MaterializerSettings):
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._running: List[Any] = []
+        self._shutdown = False
+
+    # ------------------------------------------------------------------ factories
+    @staticmethod
+    def local(**settings) -> "Materializer":
+        """Every island on a thread of this process."""
+        from ..islands.local_materializer import LocalMaterializer
+
+        return LocalMaterializer(MaterializerSettings(**settings))
+
+    @staticmethod
+    def ray(address: Optional[str] = None, **settings) -> "Materializer":
+        """Every island as a Ray actor; ``ray.init`` is called (locally, or at ``address``) if needed."""
+        from ..actors.ray_materializer import RayMaterializer
+
+        return RayMaterializer(address=address, **settings)
+
+    # ------------------------------------------------------------------ running
+    @abstractmethod
+    def materialize(self, graph) -> Any:
+        """Start ``graph`` (a RunnableGraph) and return its materialized value."""
+
+    def _check_open(self) -> None:
+        if self._shutdown:
+            raise IllegalStateError("this materializer has been shut down; create a new one")
+
+    def _register(self, running) -> None:
+        with self._lock:
+            self._running.append(running)
+
+    def _unregister(self, running) -> None:
+        with self._lock:
+            if running in self._running:
+                self._running.remove(running)
+
+    def running_graphs(self) -> List[Any]:
+        """Handles of the graphs started by this materializer that are still running."""
+        with self._lock:
+            return list(self._running)
+
+    @property
+    def is_shutdown(self) -> bool:
+        return self._shutdown
+
+    def shutdown(self, cause: Optional[BaseException] = None) -> None:
+        """Refuse new graphs and cancel the running ones."""
+        self._shutdown = True
+        for g in self.running_graphs():
+            g.cancel(cause)
+
+
+_default: Optional[Materializer] = None
+_default_lock = threading.Lock()
+
+
+def default_materializer() -> Materializer:
+    """The process-wide materializer used by ``run()`` without an argument (created on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.is_shutdown:
+            _default = Materializer.local()
+        return _default
+
+
+def set_default_materializer(materializer: Optional[Materializer]) -> None:
+    """Replace the process-wide default materializer (``None``: create a fresh one on next use)."""
+    global _default
+    if materializer is not None and not isinstance(materializer, Materializer):
+        raise TypeError(f"set_default_materializer expects a Materializer, got {materializer!r}")
+    with _default_lock:
+        _default = materializer

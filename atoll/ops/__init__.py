@@ -1,0 +1,1 @@
+"""The built-in operators, each a GraphStage, grouped by family."""

@@ -1,0 +1,95 @@
+"""Helpers shared by the built-in operators: linear stage shapes, promises, supervision lookup."""
+from __future__ import annotations
+
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+from ..stage.attributes import Attributes, SupervisionStrategy
+from ..stage.graph_stage import GraphStage
+from ..stage.handlers import InHandler, OutHandler
+from ..stage.logic import GraphStageLogic
+from ..stage.ports import Inlet, Outlet
+from ..stage.shapes import FlowShape, SinkShape, SourceShape
+from ..stage.supervision import Supervision
+
+
+class FlowStage(GraphStage):
+    """A stage with one inlet ``in_`` and one outlet ``out``, named ``name``."""
+
+    def __init__(self, name: str):
+        self.in_ = Inlet(f"{name}.in")
+        self.out = Outlet(f"{name}.out")
+        self.shape = FlowShape(self.in_, self.out)
+        self.initial_attributes = Attributes.name(name)
+
+
+class SourceStage(GraphStage):
+    """A stage with one outlet ``out``."""
+
+    def __init__(self, name: str):
+        self.out = Outlet(f"{name}.out")
+        self.shape = SourceShape(self.out)
+        self.initial_attributes = Attributes.name(name)
+
+
+class SinkStage(GraphStage):
+    """A stage with one inlet ``in_``."""
+
+    def __init__(self, name: str):
+        self.in_ = Inlet(f"{name}.in")
+        self.shape = SinkShape(self.in_)
+        self.initial_attributes = Attributes.name(name)
+
+
+class FlowLogic(GraphStageLogic, InHandler, OutHandler):
+    """Logic of a one-in one-out stage handling both ports itself; ``on_pull`` pulls upstream."""
+
+    def __init__(self, stage: FlowStage):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.out = stage.out
+        self.set_handler(stage.in_, self)
+        self.set_handler(stage.out, self)
+
+    def on_pull(self) -> None:
+        self.pull(self.in_)
+
+
+def decider_of(attributes: Attributes):
+    s = attributes.get(SupervisionStrategy)
+    return s.decider if s is not None else Supervision.stopping_decider
+
+
+def new_promise() -> Future:
+    """A ``concurrent.futures.Future`` already marked running (so callers cannot cancel it)."""
+    f: Future = Future()
+    f.set_running_or_notify_cancel()
+    return f
+
+
+def complete_promise(promise: Future, value: Any) -> None:
+    if not promise.done():
+        try:
+            promise.set_result(value)
+        except InvalidStateError:
+            pass
+
+
+def fail_promise(promise: Future, exc: BaseException) -> None:
+    if not promise.done():
+        try:
+            promise.set_exception(exc)
+        except InvalidStateError:
+            pass
+
+
+def require_callable(op: str, arg: str, value: Any) -> None:
+    if not callable(value):
+        raise TypeError(f"{op}: argument {arg!r} must be callable, got {value!r}")
+
+
+def require_int(op: str, arg: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{op}: argument {arg!r} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{op}: argument {arg!r} must be >= {minimum}, got {value}")

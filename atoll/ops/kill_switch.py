@@ -1,0 +1,167 @@
+"""Kill switches: stop a running stream from outside (Pekko's ``KillSwitches``).
+
+``shutdown()`` completes downstream and cancels upstream; ``abort(exc)`` fails downstream with
+``exc`` and cancels upstream. Only the first call of either has an effect. The switch stage itself
+is a pass-through that neither buffers nor changes backpressure.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from ..errors import StageWasCompleted
+from .base import FlowLogic, FlowStage
+
+
+class KillSwitch:
+    """Interface of both switch kinds."""
+
+    def shutdown(self) -> None:
+        raise TypeError("abstract")
+
+    def abort(self, exc: BaseException) -> None:
+        raise TypeError("abstract")
+
+
+class _Signal:
+    """First-call-wins termination signal with listeners (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.result: Optional[tuple] = None  # ("shutdown",) or ("abort", exc)
+        self._listeners: dict = {}
+        self._next = 0
+
+    def trigger(self, result: tuple) -> bool:
+        with self._lock:
+            if self.result is not None:
+                return False
+            self.result = result
+            listeners = list(self._listeners.values())
+        for cb in listeners:
+            cb(result)
+        return True
+
+    def add(self, cb) -> Optional[int]:
+        """Register ``cb``; returns a key, or None if already triggered (then act on ``result``)."""
+        with self._lock:
+            if self.result is not None:
+                return None
+            key = self._next
+            self._next += 1
+            self._listeners[key] = cb
+            return key
+
+    def remove(self, key) -> None:
+        with self._lock:
+            self._listeners.pop(key, None)
+
+
+def _check_exc(exc) -> None:
+    if not isinstance(exc, BaseException):
+        raise TypeError(f"abort: expected an exception, got {exc!r}")
+
+
+class UniqueKillSwitch(KillSwitch):
+    """Controls the one stream it was materialized in."""
+
+    def __init__(self):
+        self._signal = _Signal()
+
+    def shutdown(self) -> None:
+        """Complete downstream and cancel upstream (ignored if the switch was already used)."""
+        self._signal.trigger(("shutdown",))
+
+    def abort(self, exc: BaseException) -> None:
+        """Fail downstream with ``exc`` and cancel upstream (ignored if the switch was already used)."""
+        _check_exc(exc)
+        self._signal.trigger(("abort", exc))
+
+    def __repr__(self):
+        return "UniqueKillSwitch"
+
+
+class SharedKillSwitch(KillSwitch):
+    """Controls every stream that includes one of its ``flow()`` stages, including streams
+    materialized after it was triggered (they stop immediately)."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"KillSwitches.shared: name must be a non-empty string, got {name!r}")
+        self.name = name
+        self._signal = _Signal()
+
+    def shutdown(self) -> None:
+        self._signal.trigger(("shutdown",))
+
+    def abort(self, exc: BaseException) -> None:
+        _check_exc(exc)
+        self._signal.trigger(("abort", exc))
+
+    def flow(self):
+        """A pass-through Flow controlled by this switch; it materializes the switch itself."""
+        from ..dsl.flow import Flow
+
+        return Flow.from_graph(KillSwitchStage(self, f"kill_switch.{self.name}"))
+
+    def __repr__(self):
+        return f"SharedKillSwitch({self.name})"
+
+
+class KillSwitchStage(FlowStage):
+    """The pass-through stage behind both switch kinds.
+
+    **Emits when** upstream emits. **Backpressures when** downstream backpressures.
+    **Completes when** upstream completes or the switch is shut down. **Fails when** upstream fails
+    or the switch is aborted. **Cancels when** downstream cancels or the switch is used."""
+
+    def __init__(self, shared: Optional[SharedKillSwitch] = None, name: str = "kill_switch"):
+        super().__init__(name)
+        self.shared = shared
+
+    def create_logic_and_materialized_value(self, attributes):
+        switch = self.shared if self.shared is not None else UniqueKillSwitch()
+        signal = switch._signal
+
+        class Logic(FlowLogic):
+            key = None
+
+            def pre_start(self):
+                cb = self.get_async_callback(self._on_switch)
+                self.key = signal.add(cb.invoke)
+                if self.key is None:
+                    self._on_switch(signal.result)
+
+            def _on_switch(self, result):
+                if result[0] == "shutdown":
+                    self.complete_stage()
+                else:
+                    self.fail_stage(result[1])
+
+            def on_push(self):
+                self.push(self.out, self.grab(self.in_))
+
+            def post_stop(self):
+                if self.key is not None:
+                    signal.remove(self.key)
+
+        return Logic(self), switch
+
+
+class KillSwitches:
+    """Factories of kill switches."""
+
+    @staticmethod
+    def single():
+        """A pass-through Flow materializing a ``UniqueKillSwitch``."""
+        from ..dsl.flow import Flow
+
+        return Flow.from_graph(KillSwitchStage())
+
+    @staticmethod
+    def shared(name: str) -> SharedKillSwitch:
+        """A ``SharedKillSwitch``; put ``switch.flow()`` into every stream it should control."""
+        return SharedKillSwitch(name)
+
+
+__all__ = ["KillSwitch", "UniqueKillSwitch", "SharedKillSwitch", "KillSwitches", "KillSwitchStage", "StageWasCompleted"]

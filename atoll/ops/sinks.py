@@ -1,0 +1,332 @@
+"""Sink operators: where elements end up (Pekko's ``Sink`` factories).
+
+Every result-bearing sink materializes a ``concurrent.futures.Future`` that completes when the stream
+completes and fails with the stream's original exception when it fails; if the sink is torn down
+before either, it fails with ``AbruptStageTerminationError``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from ..errors import NoSuchElementError
+from ..islands.interpreter import abrupt_termination
+from ..markers import Done, NotUsed
+from ..stage.handlers import InHandler
+from ..stage.logic import GraphStageLogic
+from ..stage.supervision import Supervision, decide
+from .base import SinkStage, complete_promise, decider_of, fail_promise, new_promise, require_callable
+
+log = logging.getLogger("atoll.sink")
+
+
+class _PromiseSinkLogic(GraphStageLogic, InHandler):
+    """A sink that requests everything and completes a promise at the end."""
+
+    def __init__(self, stage: SinkStage, promise):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.promise = promise
+        self.set_handler(stage.in_, self)
+
+    def pre_start(self):
+        self.pull(self.in_)
+
+    def on_upstream_failure(self, exc):
+        fail_promise(self.promise, exc)
+        self.fail_stage(exc)
+
+    def post_stop(self):
+        if not self.promise.done():
+            fail_promise(self.promise, abrupt_termination(self))
+
+
+class SeqSink(SinkStage):
+    """Collects every element into a list: ``Future[list]``."""
+
+    def __init__(self):
+        super().__init__("seq")
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+
+        class Logic(_PromiseSinkLogic):
+            def __init__(self, stage):
+                super().__init__(stage, promise)
+                self.buf = []
+
+            def on_push(self):
+                self.buf.append(self.grab(self.in_))
+                self.pull(self.in_)
+
+            def on_upstream_finish(self):
+                complete_promise(promise, self.buf)
+                self.complete_stage()
+
+        return Logic(self), promise
+
+
+class IgnoreSink(SinkStage):
+    """Consumes and drops every element: ``Future[Done]``."""
+
+    def __init__(self):
+        super().__init__("ignore")
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+
+        class Logic(_PromiseSinkLogic):
+            def on_push(self):
+                self.grab(self.in_)
+                self.pull(self.in_)
+
+            def on_upstream_finish(self):
+                complete_promise(promise, Done)
+                self.complete_stage()
+
+        return Logic(self, promise), promise
+
+
+class ForeachSink(SinkStage):
+    """Calls ``fn(elem)`` for every element: ``Future[Done]``; an exception of ``fn`` fails the stream."""
+
+    def __init__(self, fn: Callable[[Any], Any]):
+        require_callable("Sink.foreach", "fn", fn)
+        super().__init__("foreach")
+        self.fn = fn
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+        fn = self.fn
+        decider = decider_of(attributes)
+
+        class Logic(_PromiseSinkLogic):
+            def on_push(self):
+                try:
+                    fn(self.grab(self.in_))
+                except Exception as e:  # noqa: BLE001
+                    if decide(decider, e) == Supervision.STOP:
+                        fail_promise(promise, e)
+                        self.fail_stage(e)
+                        return
+                self.pull(self.in_)
+
+            def on_upstream_finish(self):
+                complete_promise(promise, Done)
+                self.complete_stage()
+
+        return Logic(self, promise), promise
+
+
+class FoldSink(SinkStage):
+    """Folds every element into ``fn(acc, elem)`` starting at ``zero``: ``Future[acc]``.
+
+    Adheres to the supervision strategy: Resume skips the element, Restart resets to ``zero``."""
+
+    def __init__(self, zero: Any, fn: Callable[[Any, Any], Any]):
+        require_callable("Sink.fold", "fn", fn)
+        super().__init__("fold")
+        self.zero = zero
+        self.fn = fn
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+        stage = self
+        decider = decider_of(attributes)
+
+        class Logic(_PromiseSinkLogic):
+            acc = stage.zero
+
+            def on_push(self):
+                try:
+                    self.acc = stage.fn(self.acc, self.grab(self.in_))
+                except Exception as e:  # noqa: BLE001
+                    d = decide(decider, e)
+                    if d == Supervision.STOP:
+                        fail_promise(promise, e)
+                        self.fail_stage(e)
+                        return
+                    if d == Supervision.RESTART:
+                        self.acc = stage.zero
+                self.pull(self.in_)
+
+            def on_upstream_finish(self):
+                complete_promise(promise, self.acc)
+                self.complete_stage()
+
+        return Logic(self, promise), promise
+
+
+class ReduceSink(SinkStage):
+    """Like fold, seeded with the first element: ``Future[acc]``; fails with ``NoSuchElementError`` on
+    an empty stream. Supervision: Resume skips the element, Restart forgets the accumulator."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any]):
+        require_callable("Sink.reduce", "fn", fn)
+        super().__init__("reduce")
+        self.fn = fn
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+        fn = self.fn
+        decider = decider_of(attributes)
+        empty = object()
+
+        class Logic(_PromiseSinkLogic):
+            acc = empty
+
+            def on_push(self):
+                elem = self.grab(self.in_)
+                if self.acc is empty:
+                    self.acc = elem
+                else:
+                    try:
+                        self.acc = fn(self.acc, elem)
+                    except Exception as e:  # noqa: BLE001
+                        d = decide(decider, e)
+                        if d == Supervision.STOP:
+                            fail_promise(promise, e)
+                            self.fail_stage(e)
+                            return
+                        if d == Supervision.RESTART:
+                            self.acc = empty
+                self.pull(self.in_)
+
+            def on_upstream_finish(self):
+                if self.acc is empty:
+                    exc = NoSuchElementError("reduce over empty stream")
+                    fail_promise(promise, exc)
+                    self.fail_stage(exc)
+                else:
+                    complete_promise(promise, self.acc)
+                    self.complete_stage()
+
+        return Logic(self, promise), promise
+
+
+class HeadSink(SinkStage):
+    """The first element (then cancels upstream): ``Future``. Empty stream: ``NoSuchElementError``, or
+    ``None`` for ``head_option``."""
+
+    def __init__(self, optional: bool):
+        super().__init__("head_option" if optional else "head")
+        self.optional = optional
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+        optional = self.optional
+
+        class Logic(_PromiseSinkLogic):
+            def on_push(self):
+                complete_promise(promise, self.grab(self.in_))
+                self.complete_stage()
+
+            def on_upstream_finish(self):
+                if optional:
+                    complete_promise(promise, None)
+                else:
+                    fail_promise(promise, NoSuchElementError("head of empty stream"))
+                self.complete_stage()
+
+        return Logic(self, promise), promise
+
+
+class LastSink(SinkStage):
+    """The last element: ``Future``. Empty stream: ``NoSuchElementError``, or ``None`` for ``last_option``."""
+
+    def __init__(self, optional: bool):
+        super().__init__("last_option" if optional else "last")
+        self.optional = optional
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+        optional = self.optional
+        nothing = object()
+
+        class Logic(_PromiseSinkLogic):
+            last = nothing
+
+            def on_push(self):
+                self.last = self.grab(self.in_)
+                self.pull(self.in_)
+
+            def on_upstream_finish(self):
+                if self.last is not nothing:
+                    complete_promise(promise, self.last)
+                elif optional:
+                    complete_promise(promise, None)
+                else:
+                    fail_promise(promise, NoSuchElementError("last of empty stream"))
+                self.complete_stage()
+
+        return Logic(self, promise), promise
+
+
+class CancelledSink(SinkStage):
+    """Cancels upstream immediately; materializes ``NotUsed``."""
+
+    def __init__(self):
+        super().__init__("cancelled")
+
+    def create_logic(self, attributes):
+        stage = self
+
+        class Logic(GraphStageLogic, InHandler):
+            def __init__(self):
+                super().__init__(stage.shape)
+                self.set_handler(stage.in_, self)
+
+            def pre_start(self):
+                self.cancel(stage.in_)
+
+            def on_push(self):  # pragma: no cover - cancelled before any element
+                pass
+
+        return Logic()
+
+
+class OnCompleteSink(SinkStage):
+    """Consumes everything and calls ``fn(None)`` on completion or ``fn(exc)`` on failure."""
+
+    def __init__(self, fn: Callable[[Optional[BaseException]], Any]):
+        require_callable("Sink.on_complete", "fn", fn)
+        super().__init__("on_complete")
+        self.fn = fn
+
+    def create_logic(self, attributes):
+        stage = self
+
+        class Logic(GraphStageLogic, InHandler):
+            called = False
+
+            def __init__(self):
+                super().__init__(stage.shape)
+                self.set_handler(stage.in_, self)
+
+            def _call(self, arg):
+                if not self.called:
+                    self.called = True
+                    try:
+                        stage.fn(arg)
+                    except Exception as e:  # noqa: BLE001 - a broken callback must not break the island
+                        log.error("Sink.on_complete callback raised %r", e, exc_info=e)
+
+            def pre_start(self):
+                self.pull(stage.in_)
+
+            def on_push(self):
+                self.grab(stage.in_)
+                self.pull(stage.in_)
+
+            def on_upstream_finish(self):
+                self._call(None)
+                self.complete_stage()
+
+            def on_upstream_failure(self, exc):
+                self._call(exc)
+                self.fail_stage(exc)
+
+            def post_stop(self):
+                self._call(abrupt_termination(self))
+
+        return Logic()

@@ -1,0 +1,45 @@
+"""What a custom operator is written with: GraphStage, GraphStageLogic, handlers, ports, shapes, attributes."""
+from .attributes import Attributes
+from .graph_stage import GraphStage, GraphStageWithMaterializedValue
+from .handlers import InHandler, InOutHandler, OutHandler
+from .logic import AsyncCallback, GraphStageLogic
+from .ports import Inlet, Outlet
+from .shapes import (
+    BidiShape,
+    ClosedShape,
+    FanInShape,
+    FanOutShape,
+    FlowShape,
+    Shape,
+    SinkShape,
+    SourceShape,
+    UniformFanInShape,
+    UniformFanOutShape,
+)
+from .supervision import Supervision
+from .timers import TimerGraphStageLogic
+
+__all__ = [
+    "Attributes",
+    "GraphStage",
+    "GraphStageWithMaterializedValue",
+    "GraphStageLogic",
+    "TimerGraphStageLogic",
+    "AsyncCallback",
+    "InHandler",
+    "OutHandler",
+    "InOutHandler",
+    "Inlet",
+    "Outlet",
+    "Shape",
+    "ClosedShape",
+    "SourceShape",
+    "SinkShape",
+    "FlowShape",
+    "BidiShape",
+    "FanInShape",
+    "FanOutShape",
+    "UniformFanInShape",
+    "UniformFanOutShape",
+    "Supervision",
+]

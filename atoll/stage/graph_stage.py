@@ -1,0 +1,54 @@
+"""GraphStage: the blueprint of a custom operator (Pekko's ``GraphStage``/``GraphStageWithMaterializedValue``).
+
+A stage declares its ``shape`` and creates a fresh ``GraphStageLogic`` (and optionally a materialized
+value) for every materialization. Stages are immutable blueprints: never keep per-run state on them.
+Use ``Source.from_graph``/``Flow.from_graph``/``Sink.from_graph`` (or ``via``/``to``) to put one in a
+stream.
+"""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+from ..markers import NotUsed
+from .attributes import Attributes
+from .logic import GraphStageLogic
+from .shapes import Shape
+
+
+class GraphStage:
+    """Subclass and implement ``create_logic(attributes)`` (or
+    ``create_logic_and_materialized_value`` for a stage with a materialized value)."""
+
+    shape: Shape
+    #: Attributes the stage carries by default (typically its name).
+    initial_attributes: Attributes = Attributes.none
+
+    def create_logic(self, attributes: Attributes) -> GraphStageLogic:
+        raise TypeError(f"{type(self).__name__} must implement create_logic or create_logic_and_materialized_value")
+
+    def create_logic_and_materialized_value(self, attributes: Attributes) -> Tuple[GraphStageLogic, Any]:
+        return self.create_logic(attributes), NotUsed
+
+    @property
+    def traversal_builder(self):
+        """A fresh builder for this stage alone (linear when it has at most one port of each kind)."""
+        from ..materializer.atomic_builder import atomic
+        from ..materializer.linear_builder import LinearTraversalBuilder
+
+        shape = self.shape
+        shape.assign_ids()
+        attrs = self.initial_attributes
+        if len(shape.inlets) <= 1 and len(shape.outlets) <= 1:
+            return LinearTraversalBuilder.from_module(self, attrs)
+        return atomic(self, attrs)
+
+    @property
+    def name(self) -> str:
+        return self.initial_attributes.name_or_default(type(self).__name__)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: Pekko's name for a stage with a materialized value; here the same class.
+GraphStageWithMaterializedValue = GraphStage

@@ -1,0 +1,549 @@
+"""GraphStageLogic: the per-materialization state machine of a stage (Pekko's ``GraphStageLogic``).
+
+A logic owns one connection per port and talks to the island's interpreter only through those
+connections: ``push``/``pull``/``grab`` flip port-state bits and queue one event, nothing more. All
+callbacks of one logic run on its island's interpreter thread, so a logic needs no locks; the only
+thread-safe entry points are async callbacks (``get_async_callback``) and timers.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, Optional
+
+from ..errors import (
+    NO_MORE_ELEMENTS_NEEDED,
+    STAGE_WAS_COMPLETED,
+    IllegalStateError,
+    NonFailureCancellation,
+    PortStateError,
+    StreamDetachedError,
+)
+from ..islands.connection import (
+    EMPTY,
+    IN_CLOSED,
+    IN_FAILED,
+    IN_READY,
+    KEEP_GOING_FLAG,
+    KEEP_GOING_MASK,
+    OUT_CLOSED,
+    OUT_READY,
+    PULL_START_FLIP,
+    PUSH_START_FLIP,
+    Failed,
+)
+from ..markers import Done
+from .attributes import Attributes, CancellationStrategy
+from .handlers import InHandler, OutHandler
+from .ports import Inlet, Outlet
+from .shapes import Shape
+
+_pending_lock = threading.Lock()
+
+
+class GraphStageLogic:
+    """Base class of every stage's runtime logic.
+
+    Construct with the stage's shape (``super().__init__(shape)``), install handlers for every port
+    with ``set_handler``, then react to ``on_push``/``on_pull`` and friends. Port rules (as Pekko):
+    pull an inlet at most once until it is pushed; push an outlet only after ``on_pull``; grab only
+    after ``on_push``. Breaking a rule raises ``PortStateError`` naming the stage and port.
+    """
+
+    __slots__ = (
+        "_in_ports",
+        "_out_ports",
+        "_in_conns",
+        "_out_conns",
+        "_in_handlers",
+        "_out_handlers",
+        "_interpreter",
+        "_enqueue",
+        "stage_id",
+        "_counter",
+        "_finalized",
+        "_pending_async",
+        "attributes",
+        "stage_name",
+        "__weakref__",
+        "__dict__",
+    )
+
+    def __init__(self, shape: Optional[Shape] = None, in_count: int = 0, out_count: int = 0):
+        if shape is not None:
+            ins, outs = shape.inlets, shape.outlets
+        else:
+            ins, outs = (None,) * in_count, (None,) * out_count
+        self._in_ports = ins
+        self._out_ports = outs
+        self._in_conns = [None] * len(ins)
+        self._out_conns = [None] * len(outs)
+        self._in_handlers = [None] * len(ins)
+        self._out_handlers = [None] * len(outs)
+        self._interpreter = None
+        self._enqueue = None
+        self.stage_id = -1
+        self._counter = 0
+        self._finalized = False
+        self._pending_async = None
+        self.attributes = Attributes.none
+        self.stage_name = type(self).__name__
+
+    def __repr__(self) -> str:
+        return self.stage_name
+
+    # ------------------------------------------------------------------ lifecycle hooks
+    def pre_start(self) -> None:
+        """Called once, before any port event, on the island's thread."""
+
+    def post_stop(self) -> None:
+        """Called once after the stage stopped (all ports closed, or the island was torn down)."""
+
+    # ------------------------------------------------------------------ handlers
+    def set_handler(self, port, handler) -> None:
+        """Install ``handler`` for ``port`` (an ``InHandler`` for an inlet, ``OutHandler`` for an outlet)."""
+        if not isinstance(handler, GraphStageLogic) and hasattr(handler, "__dict__"):
+            handler._logic = self  # lets the default callbacks reach this logic
+        if isinstance(port, Inlet):
+            idx = self._index_of(port, self._in_ports)
+            if not hasattr(handler, "on_push"):
+                raise TypeError(f"{self}: handler for {port} must be an InHandler, got {handler!r}")
+            self._in_handlers[idx] = handler
+            conn = self._in_conns[idx]
+            if conn is not None:
+                conn.in_handler = handler
+        elif isinstance(port, Outlet):
+            idx = self._index_of(port, self._out_ports)
+            if not hasattr(handler, "on_pull"):
+                raise TypeError(f"{self}: handler for {port} must be an OutHandler, got {handler!r}")
+            self._out_handlers[idx] = handler
+            conn = self._out_conns[idx]
+            if conn is not None:
+                conn.out_handler = handler
+        else:
+            raise TypeError(f"{self}: set_handler expects an Inlet or Outlet, got {port!r}")
+
+    def set_handlers(self, in_: Inlet, out: Outlet, handler) -> None:
+        """Install one object as handler of both ``in_`` and ``out``."""
+        self.set_handler(in_, handler)
+        self.set_handler(out, handler)
+
+    def get_handler(self, port):
+        if isinstance(port, Inlet):
+            return self._in_handlers[self._index_of(port, self._in_ports)]
+        return self._out_handlers[self._index_of(port, self._out_ports)]
+
+    def _index_of(self, port, ports) -> int:
+        i = port.id
+        if 0 <= i < len(ports) and (ports[i] is port or ports[i] is None):
+            return i
+        for j, p in enumerate(ports):
+            if p is port:
+                return j
+        raise ValueError(f"{self}: {port!r} is not a port of this stage's shape")
+
+    # ------------------------------------------------------------------ input ports
+    def pull(self, in_: Inlet) -> None:
+        """Ask upstream for one element; ``on_push`` follows when it arrives."""
+        conn = self._in_conns[in_.id]
+        st = conn.state
+        if st & (IN_READY | IN_CLOSED | OUT_CLOSED) == IN_READY:
+            conn.state = st ^ PULL_START_FLIP
+            self._enqueue(conn)
+        else:
+            if st & IN_CLOSED:
+                raise PortStateError(f"Cannot pull closed port ({in_.name}) of stage {self}")
+            if not st & IN_READY:
+                raise PortStateError(f"Cannot pull port ({in_.name}) of stage {self} twice")
+            # upstream already closed, its close event is queued: just track the pull.
+            conn.state = st ^ PULL_START_FLIP
+
+    def try_pull(self, in_: Inlet) -> None:
+        """``pull`` unless the port is closed."""
+        if not self.is_closed(in_):
+            self.pull(in_)
+
+    def grab(self, in_: Inlet) -> Any:
+        """Take the element that arrived with ``on_push``."""
+        conn = self._in_conns[in_.id]
+        elem = conn.slot
+        if conn.state & (IN_READY | IN_FAILED) == IN_READY and elem is not EMPTY:
+            conn.slot = EMPTY
+            return elem
+        if not self.is_available(in_):
+            raise PortStateError(f"Cannot get element from already empty input port ({in_.name}) of stage {self}")
+        failed = conn.slot
+        conn.slot = Failed(failed.ex, EMPTY)
+        return failed.previous
+
+    def cancel(self, in_: Inlet, cause: Optional[BaseException] = None) -> None:
+        """Tell upstream no more elements are needed (with ``cause``, default ``NoMoreElementsNeeded``)."""
+        self._interpreter.cancel(self._in_conns[in_.id], NO_MORE_ELEMENTS_NEEDED if cause is None else cause)
+
+    def is_available(self, port) -> bool:
+        """Inlet: an element can be grabbed. Outlet: downstream has pulled and may be pushed to."""
+        if isinstance(port, Inlet):
+            conn = self._in_conns[port.id]
+            st = conn.state
+            if st & (IN_READY | IN_FAILED) == IN_READY:
+                return conn.slot is not EMPTY
+            if st & (IN_READY | IN_FAILED) == (IN_READY | IN_FAILED):
+                slot = conn.slot
+                return isinstance(slot, Failed) and slot.previous is not EMPTY
+            return False
+        return self._out_conns[port.id].state & (OUT_READY | OUT_CLOSED) == OUT_READY
+
+    def has_been_pulled(self, in_: Inlet) -> bool:
+        """True between ``pull(in_)`` and the matching ``on_push``."""
+        return self._in_conns[in_.id].state & (IN_READY | IN_CLOSED) == 0
+
+    def is_closed(self, port) -> bool:
+        if isinstance(port, Inlet):
+            return bool(self._in_conns[port.id].state & IN_CLOSED)
+        return bool(self._out_conns[port.id].state & OUT_CLOSED)
+
+    # ------------------------------------------------------------------ output ports
+    def push(self, out: Outlet, elem: Any) -> None:
+        """Send ``elem`` downstream; allowed once per ``on_pull``."""
+        conn = self._out_conns[out.id]
+        st = conn.state
+        if st & (OUT_READY | OUT_CLOSED | IN_CLOSED) == OUT_READY and elem is not None:
+            conn.state = st ^ PUSH_START_FLIP
+            conn.slot = elem
+            self._enqueue(conn)
+        else:
+            if elem is None:
+                raise PortStateError(
+                    f"Cannot push None to port ({out.name}) of stage {self}: elements must not be None "
+                    "(Reactive Streams rule 2.13)"
+                )
+            if st & OUT_CLOSED:
+                raise PortStateError(f"Cannot push closed port ({out.name}) of stage {self}")
+            if not st & OUT_READY:
+                raise PortStateError(
+                    f"Cannot push port ({out.name}) of stage {self} twice, or before it being pulled"
+                )
+            # downstream cancelled meanwhile: the element is dropped, the state still flips.
+            conn.state = st ^ PUSH_START_FLIP
+
+    def complete(self, out: Outlet) -> None:
+        """Complete ``out`` (after any pending ``emit`` on it)."""
+        handler = self._out_handlers[out.id]
+        if isinstance(handler, _Emitting):
+            handler.add_follow_up(_EmittingCompletion(self, out, handler.previous))
+        else:
+            self._interpreter.complete(self._out_conns[out.id])
+
+    def fail(self, out: Outlet, exc: BaseException) -> None:
+        """Fail ``out`` with ``exc``."""
+        self._interpreter.fail(self._out_conns[out.id], exc)
+
+    # ------------------------------------------------------------------ whole stage
+    def complete_stage(self) -> None:
+        """Cancel every inlet (cause ``StageWasCompleted``) and complete every outlet."""
+        self._internal_complete_stage(STAGE_WAS_COMPLETED, None)
+
+    def fail_stage(self, exc: BaseException) -> None:
+        """Cancel every inlet and fail every outlet with ``exc``."""
+        self._internal_complete_stage(exc, exc)
+
+    def cancel_stage(self, cause: BaseException) -> None:
+        """React to downstream cancellation according to the stage's cancellation strategy."""
+        strategy = self.attributes.get(CancellationStrategy)
+        kind = strategy.strategy if strategy is not None else "propagate_failure"
+        if kind == "complete_stage" or (kind == "propagate_failure" and isinstance(cause, NonFailureCancellation)):
+            self._internal_complete_stage(cause, None)
+        else:
+            self._internal_complete_stage(cause, cause)
+
+    def _internal_complete_stage(self, cancel_cause: BaseException, failure: Optional[BaseException]) -> None:
+        interp = self._interpreter
+        for conn in self._in_conns:
+            interp.cancel(conn, cancel_cause)
+        for i, conn in enumerate(self._out_conns):
+            handler = self._out_handlers[i]
+            if failure is None and isinstance(handler, _Emitting):
+                handler.add_follow_up(_EmittingCompletion(self, handler.out, handler.previous))
+            elif failure is None:
+                interp.complete(conn)
+            else:
+                interp.fail(conn, failure)
+        self.set_keep_going(False)
+
+    def set_keep_going(self, enabled: bool) -> None:
+        """Keep the stage alive after all its ports closed (until it calls ``complete_stage``)."""
+        if enabled:
+            self._counter |= KEEP_GOING_FLAG
+        else:
+            self._counter &= KEEP_GOING_MASK
+
+    @property
+    def is_keep_going(self) -> bool:
+        return bool(self._counter & KEEP_GOING_FLAG)
+
+    @property
+    def materializer(self):
+        """The materializer that runs this stage (available from ``pre_start`` on)."""
+        if self._interpreter is None:
+            raise IllegalStateError(f"{self}: materializer is only available once the stage runs")
+        return self._interpreter.materializer
+
+    @property
+    def interpreter(self):
+        return self._interpreter
+
+    # ------------------------------------------------------------------ emit helpers
+    def emit(self, out: Outlet, elem: Any, and_then: Optional[Callable[[], None]] = None) -> None:
+        """Push ``elem`` as soon as downstream pulls, then run ``and_then``; handlers are restored after."""
+        if self.is_available(out):
+            self.push(out, elem)
+            if and_then is not None:
+                and_then()
+        else:
+            self._set_or_add_emitting(out, _EmittingSingle(self, out, elem, self._non_emitting_handler(out), and_then))
+
+    def emit_multiple(self, out: Outlet, elems: Iterable[Any], and_then: Optional[Callable[[], None]] = None) -> None:
+        """Push every element of ``elems`` as downstream pulls, then run ``and_then``."""
+        it = iter(elems)
+        first = next(it, _NOTHING)
+        if first is _NOTHING:
+            if and_then is not None:
+                and_then()
+            return
+        nxt = next(it, _NOTHING)
+        if self.is_available(out):
+            self.push(out, first)
+            if nxt is _NOTHING:
+                if and_then is not None:
+                    and_then()
+                return
+            self._set_or_add_emitting(out, _EmittingIterator(self, out, nxt, it, self._non_emitting_handler(out), and_then))
+        else:
+            pending = _EmittingIterator(self, out, first, _prepend(nxt, it), self._non_emitting_handler(out), and_then)
+            self._set_or_add_emitting(out, pending)
+
+    def abort_emitting(self, out: Outlet) -> None:
+        """Drop whatever is still waiting to be emitted on ``out`` and restore its handler."""
+        handler = self._out_handlers[out.id]
+        if isinstance(handler, _Emitting):
+            self.set_handler(out, handler.previous)
+
+    def _non_emitting_handler(self, out: Outlet):
+        h = self._out_handlers[out.id]
+        return h.previous if isinstance(h, _Emitting) else h
+
+    def _set_or_add_emitting(self, out: Outlet, emitting: "_Emitting") -> None:
+        h = self._out_handlers[out.id]
+        if isinstance(h, _Emitting):
+            h.add_follow_up(emitting)
+        else:
+            self.set_handler(out, emitting)
+
+    # ------------------------------------------------------------------ read helpers
+    def read(self, in_: Inlet, and_then: Callable[[Any], None], on_close: Callable[[], None]) -> None:
+        """Read one element from ``in_`` (pulling if needed) and hand it to ``and_then``."""
+        if self.is_available(in_):
+            and_then(self.grab(in_))
+        elif self.is_closed(in_):
+            on_close()
+        else:
+            previous = self._in_handlers[in_.id]
+            logic = self
+
+            class _Reading(InHandler):
+                def on_push(self_inner):
+                    elem = logic.grab(in_)
+                    logic.set_handler(in_, previous)
+                    and_then(elem)
+
+                def on_upstream_finish(self_inner):
+                    logic.set_handler(in_, previous)
+                    on_close()
+                    previous.on_upstream_finish()
+
+                def on_upstream_failure(self_inner, exc):
+                    logic.set_handler(in_, previous)
+                    previous.on_upstream_failure(exc)
+
+            self.set_handler(in_, _Reading())
+            if not self.has_been_pulled(in_):
+                self.pull(in_)
+
+    def read_n(self, in_: Inlet, n: int, and_then: Callable[[list], None], on_complete: Callable[[list], None]) -> None:
+        """Read ``n`` elements from ``in_``; ``on_complete`` gets the partial list if upstream ends first."""
+        if n < 0:
+            raise ValueError(f"{self}: read_n(n) needs n >= 0, got {n}")
+        if n == 0:
+            and_then([])
+            return
+        got: list = []
+
+        def step(elem):
+            got.append(elem)
+            if len(got) == n:
+                and_then(got)
+            else:
+                self.read(in_, step, lambda: on_complete(got))
+
+        self.read(in_, step, lambda: on_complete(got))
+
+    def pass_along(self, from_: Inlet, to: Outlet, do_finish: bool = True, do_fail: bool = True, do_pull: bool = False) -> None:
+        """Forward every element from ``from_`` to ``to`` (optionally finishing ``to`` with ``from_``)."""
+        logic = self
+        previous = self._in_handlers[from_.id]
+
+        class _PassAlong(InHandler):
+            def on_push(self_inner):
+                elem = logic.grab(from_)
+                logic.emit(to, elem, lambda: logic.try_pull(from_))
+
+            def on_upstream_finish(self_inner):
+                if do_finish:
+                    logic.complete_stage()
+                else:
+                    previous.on_upstream_finish()
+
+            def on_upstream_failure(self_inner, exc):
+                if do_fail:
+                    logic.fail_stage(exc)
+                else:
+                    previous.on_upstream_failure(exc)
+
+        if self.is_available(from_):
+            self.emit(to, self.grab(from_))
+        if do_finish and self.is_closed(from_):
+            self.complete_stage()
+        self.set_handler(from_, _PassAlong())
+        if do_pull:
+            self.try_pull(from_)
+
+    # ------------------------------------------------------------------ async entry
+    def get_async_callback(self, handler: Callable[[Any], None]) -> "AsyncCallback":
+        """A thread-safe entry point: ``invoke(value)`` runs ``handler(value)`` on the island's thread."""
+        return AsyncCallback(self, handler)
+
+    def _invoke_async(self, handler, value, promise) -> None:
+        interp = self._interpreter
+        if interp is None:
+            with _pending_lock:
+                interp = self._interpreter
+                if interp is None:
+                    if self._pending_async is None:
+                        self._pending_async = []
+                    self._pending_async.append((handler, value, promise))
+                    return
+        if self._finalized:
+            if promise is not None:
+                promise.set_exception(StreamDetachedError(f"stage {self} has already stopped"))
+            return
+        interp.post_async(self, handler, value, promise)
+
+    def _attach(self, interpreter, stage_id: int) -> None:
+        """Bind to the interpreter (called by the island builder before ``pre_start``)."""
+        self.stage_id = stage_id
+        self._enqueue = interpreter.enqueue
+        with _pending_lock:
+            self._interpreter = interpreter
+            pending, self._pending_async = self._pending_async, None
+        if pending:
+            for handler, value, promise in pending:
+                interpreter.post_async(self, handler, value, promise)
+
+    def _after_post_stop(self) -> None:
+        """Internal cleanup after ``post_stop`` (timers, async callbacks)."""
+
+
+class AsyncCallback:
+    """Thread-safe handle that schedules a logic's handler on the logic's island thread."""
+
+    __slots__ = ("_logic", "_handler")
+
+    def __init__(self, logic: GraphStageLogic, handler: Callable[[Any], None]):
+        self._logic = logic
+        self._handler = handler
+
+    def invoke(self, value: Any = None) -> None:
+        """Schedule ``handler(value)``; silently dropped once the stage has stopped (as Pekko)."""
+        self._logic._invoke_async(self._handler, value, None)
+
+    def invoke_with_feedback(self, value: Any = None) -> Future:
+        """Schedule ``handler(value)``; the future completes with ``Done`` after it ran, or fails with
+        ``StreamDetachedError`` when the stage stopped first (or the handler's exception)."""
+        promise: Future = Future()
+        promise.set_running_or_notify_cancel()
+        self._logic._invoke_async(self._handler, value, promise)
+        return promise
+
+
+_NOTHING = object()
+
+
+def _prepend(first, it):
+    if first is not _NOTHING:
+        yield first
+    yield from it
+
+
+class _Emitting(OutHandler):
+    """Temporary out-handler installed by ``emit``; restores ``previous`` when its elements are out."""
+
+    def __init__(self, logic: GraphStageLogic, out: Outlet, previous, and_then):
+        self.logic = logic
+        self.out = out
+        self.previous = previous
+        self.and_then = and_then
+        self.follow_ups: list = []
+
+    def add_follow_up(self, e: "_Emitting") -> None:
+        self.follow_ups.append(e)
+
+    def follow_up(self) -> None:
+        logic, out = self.logic, self.out
+        logic.set_handler(out, self.previous)
+        if self.and_then is not None:
+            self.and_then()
+        if self.follow_ups:
+            current = logic._out_handlers[out.id]
+            if isinstance(current, _Emitting):
+                current.follow_ups.extend(self.follow_ups)
+            else:
+                nxt = self.follow_ups[0]
+                nxt.follow_ups = self.follow_ups[1:] + nxt.follow_ups
+                if isinstance(nxt, _EmittingCompletion):
+                    logic.complete(out)
+                else:
+                    logic.set_handler(out, nxt)
+
+    def on_downstream_finish(self, cause: BaseException) -> None:
+        self.previous.on_downstream_finish(cause)
+
+
+class _EmittingSingle(_Emitting):
+    def __init__(self, logic, out, elem, previous, and_then):
+        super().__init__(logic, out, previous, and_then)
+        self.elem = elem
+
+    def on_pull(self) -> None:
+        self.logic.push(self.out, self.elem)
+        self.follow_up()
+
+
+class _EmittingIterator(_Emitting):
+    def __init__(self, logic, out, first, rest, previous, and_then):
+        super().__init__(logic, out, previous, and_then)
+        self.nxt = first
+        self.rest = rest
+
+    def on_pull(self) -> None:
+        self.logic.push(self.out, self.nxt)
+        self.nxt = next(self.rest, _NOTHING)
+        if self.nxt is _NOTHING:
+            self.follow_up()
+
+
+class _EmittingCompletion(_Emitting):
+    def __init__(self, logic, out, previous):
+        super().__init__(logic, out, previous, None)
+
+    def on_pull(self) -> None:
+        self.logic.complete(self.out)

@@ -1,0 +1,50 @@
+"""Ports: the typed endpoints of a stage's shape (Pekko's ``Inlet``/``Outlet``).
+
+A port's ``id`` is its index among its shape's inlets (or outlets); a stage logic finds the
+connection of a port by that index. ``mapped_to`` links a deep copy back to the port it copies,
+which the composite traversal builder uses to tell repeated imports of one blueprint apart.
+"""
+from __future__ import annotations
+
+
+class Port:
+    __slots__ = ("name", "id", "mapped_to", "__weakref__")
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"port name must be a non-empty string, got {name!r}")
+        self.name = name
+        self.id = -1
+        self.mapped_to: Port | None = None
+
+    def carbon_copy(self):
+        """A fresh port with the same name whose ``mapped_to`` points at this port."""
+        p = type(self)(self.name)
+        p.id = self.id
+        p.mapped_to = self
+        return p
+
+    def origin(self) -> "Port":
+        """The port this one was (transitively) copied from."""
+        p = self
+        while p.mapped_to is not None:
+            p = p.mapped_to
+        return p
+
+
+class Inlet(Port):
+    """Input port of a stage."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Inlet({self.name})"
+
+
+class Outlet(Port):
+    """Output port of a stage."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Outlet({self.name})"

@@ -1,0 +1,41 @@
+"""Supervision: how an operator reacts to an exception thrown by user code (Pekko's ``Supervision``).
+
+A decider maps the exception to ``STOP`` (fail the stream, the default), ``RESUME`` (drop the element
+and go on) or ``RESTART`` (drop the element, reset the operator's state, go on). Only operators whose
+docstring says so consult it.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+Decider = Callable[[BaseException], str]
+
+
+class Supervision:
+    STOP = "stop"
+    RESUME = "resume"
+    RESTART = "restart"
+
+    @staticmethod
+    def stopping_decider(exc: BaseException) -> str:
+        return Supervision.STOP
+
+    @staticmethod
+    def resuming_decider(exc: BaseException) -> str:
+        return Supervision.RESUME
+
+    @staticmethod
+    def restarting_decider(exc: BaseException) -> str:
+        return Supervision.RESTART
+
+
+def decide(decider: Decider, exc: BaseException) -> str:
+    """Run ``decider`` on ``exc``. A decider that raises fails the stage with its own exception;
+    one that returns something other than a directive fails it with a ``TypeError`` naming the value."""
+    d = decider(exc)
+    if d is Supervision.STOP or d is Supervision.RESUME or d is Supervision.RESTART or d in _DIRECTIVES:
+        return d
+    raise TypeError(f"supervision decider {decider!r} returned {d!r}; expected Supervision.STOP, RESUME or RESTART")
+
+
+_DIRECTIVES = (Supervision.STOP, Supervision.RESUME, Supervision.RESTART)
