@@ -64,8 +64,8 @@ class CallbackSubscriberRef:
 class OutputBoundary(GraphStageLogic, InHandler):
     """Publisher end of a channel, fed by one outlet of this island."""
 
-    def __init__(self, name: str = "OutputBoundary", max_frame: int = 1 << 16):
-        self.in_ = Inlet(f"{name}.in")
+    def __init__(self, name: str = "OutputBoundary", max_frame: int = 1 << 16, in_: Optional[Inlet] = None):
+        self.in_ = in_ if in_ is not None else Inlet(f"{name}.in")
         shape = SinkShape(self.in_)
         shape.assign_ids()
         super().__init__(shape)
@@ -169,10 +169,10 @@ class OutputBoundary(GraphStageLogic, InHandler):
 class InputBoundary(GraphStageLogic, OutHandler):
     """Subscriber end of a channel, feeding one inlet of this island."""
 
-    def __init__(self, publisher, size: int, name: str = "InputBoundary"):
+    def __init__(self, publisher, size: int, name: str = "InputBoundary", out: Optional[Outlet] = None):
         if size < 1:
             raise ValueError(f"{name}: input buffer size must be >= 1, got {size}")
-        self.out = Outlet(f"{name}.out")
+        self.out = out if out is not None else Outlet(f"{name}.out")
         shape = SourceShape(self.out)
         shape.assign_ids()
         super().__init__(shape)

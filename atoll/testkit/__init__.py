@@ -1,0 +1,5 @@
+"""Stream test kit: probes that drive and observe a stream from a test (Pekko's StreamTestKit)."""
+from .probes import TestPublisherProbe, TestSink, TestSource, TestSubscriberProbe
+from .stages_stopped import assert_all_stages_stopped
+
+__all__ = ["TestSource", "TestSink", "TestPublisherProbe", "TestSubscriberProbe", "assert_all_stages_stopped"]
