@@ -17,11 +17,26 @@ _names = itertools.count(1)
 class _GraphBuild:
     """What the phases of one materialization share."""
 
-    def __init__(self, materializer: "LocalMaterializer"):
+    def __init__(self, materializer, name: str = None):
         self.materializer = materializer
         self.settings = materializer.settings
         self.top_attributes = materializer.settings.top_attributes()
-        self.name = f"graph-{next(_names)}"
+        self.name = name or f"graph-{next(_names)}"
+
+
+def materialize_in_host(graph, host, materializer, name: str) -> Any:
+    """Materialize ``graph`` into an already running ``host`` (substreams): every island of the
+    graph becomes another interpreter on that host's thread. Call from the host's thread."""
+    build = _GraphBuild(materializer, name)
+    mat, phases = phased.materialize(
+        graph.builder.traversal,
+        lambda tag, attrs, index: LocalIslandPhase(build, attrs, index, host=host),
+        build.top_attributes,
+    )
+    for p in phases:
+        if not p.is_empty:
+            host.add_interpreter(p.host_interpreter)
+    return resolve(mat, {})
 
 
 class LocalMaterializer(Materializer):

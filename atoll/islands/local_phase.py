@@ -11,6 +11,7 @@ from typing import Any, Tuple
 from ..materializer.phase import PhaseIsland
 from ..stage.attributes import AsyncBoundary, Attributes, InputBuffer, Name
 from .boundaries import InputBoundary, OutputBoundary
+from .fusion import fuse
 from .island_builder import IslandBuilder
 from .thread_host import ThreadHost
 
@@ -32,6 +33,7 @@ def create_stage(module, attributes: Attributes) -> Tuple[Any, Any]:
     logic, mat = module.create_logic_and_materialized_value(attributes)
     logic.attributes = attributes
     logic.stage_name = stage_name(module, attributes)
+    logic._module = module
     return logic, mat
 
 
@@ -42,12 +44,15 @@ def input_buffer_size(consumer, default_attributes: Attributes) -> int:
 
 
 class LocalIslandPhase(PhaseIsland):
-    def __init__(self, graph, attributes: Attributes, index: int):
+    """One island of a local graph. With ``host`` given (sub-materialization), the island's
+    interpreter joins that host instead of getting a thread of its own."""
+
+    def __init__(self, graph, attributes: Attributes, index: int, host=None):
         self.graph = graph
         self.attributes = attributes
         self.name = island_name(graph.name, attributes, index)
         self.builder = IslandBuilder(self.name)
-        self.host = ThreadHost(self.name, event_limit=graph.settings.event_limit)
+        self.host = host if host is not None else ThreadHost(self.name, event_limit=graph.settings.event_limit)
 
     def materialize_atomic(self, module, attributes):
         logic, mat = create_stage(module, attributes)
@@ -75,4 +80,8 @@ class LocalIslandPhase(PhaseIsland):
 
     def on_island_ready(self) -> None:
         if not self.is_empty:
-            self.host.interpreter = self.builder.build(self.host, self.graph.materializer)
+            if self.graph.settings.fusion:
+                fuse(self.builder)
+            self.host_interpreter = self.builder.build(self.host, self.graph.materializer)
+            if self.host.interpreter is None:
+                self.host.interpreter = self.host_interpreter

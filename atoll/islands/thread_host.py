@@ -35,9 +35,12 @@ class _Scheduled:
 
 
 class IslandHost:
-    """What an interpreter needs from whoever runs it: a thread-safe ``post``, timers, frame flushing.
+    """What interpreters need from whoever runs them: a thread-safe ``post``, timers, frame flushing.
 
-    Subclasses decide where the loop runs (a thread here, a Ray actor in ``atoll.actors``)."""
+    A host runs one island's interpreter plus the interpreters of substreams materialized from its
+    stages (``flat_map_concat``, ``recover_with_retries`` ...), all on one thread, like Pekko's actor
+    hosting several interpreter shells. Subclasses decide where the loop runs (a thread here, a Ray
+    actor in ``atoll.actors``)."""
 
     def __init__(self, name: str, event_limit: int = 2000, inbox_batch: int = 256):
         self.name = name
@@ -47,6 +50,7 @@ class IslandHost:
         self.timers: List[_Scheduled] = []
         self.dirty: List[Any] = []
         self.interpreter = None
+        self.interpreters: List[Any] = []
         self.state = "created"
         self.error: Optional[BaseException] = None
         self.on_done: Optional[Callable[["IslandHost"], None]] = None
@@ -69,55 +73,92 @@ class IslandHost:
         """``boundary`` has a frame to send at the end of this turn."""
         self.dirty.append(boundary)
 
+    def add_interpreter(self, interp) -> None:
+        """Run another interpreter on this host (a substream); call from the host's thread."""
+        self.interpreters.append(interp)
+        interp.init()
+
     # ------------------------------------------------------------------ control from any thread
     def cancel(self, cause: BaseException) -> None:
         """Fail every stage of the island with ``cause`` (thread-safe)."""
         self.post(self._cancel, cause)
 
     def _cancel(self, cause: BaseException) -> None:
-        if self.interpreter is not None and self.interpreter.running_stages:
-            self.interpreter.fail_all(cause)
-            self._flush()
+        for interp in list(self.interpreters):
+            if interp.running_stages:
+                interp.fail_all(cause)
+        self._flush()
 
     def info(self) -> dict:
         interp = self.interpreter
         return {
             "name": self.name,
             "state": self.state,
-            "running_stages": interp.running_stages if interp is not None else 0,
+            "running_stages": sum(i.running_stages for i in self.interpreters),
             "stages": len(interp.logics) if interp is not None else 0,
+            "substreams": max(0, len(self.interpreters) - 1),
         }
 
     # ------------------------------------------------------------------ the loop
     def run_loop(self) -> None:
-        """Initialize the interpreter and run it until every stage stopped."""
-        interp = self.interpreter
+        """Initialize the island's interpreter and run until every interpreter on the host stopped."""
         self.state = "running"
         try:
-            interp.init()
+            self.interpreters.append(self.interpreter)
+            self.interpreter.init()
             self._flush()
-            self._loop(interp)
+            self._loop()
             self.state = "completed"
         except BaseException as e:  # noqa: BLE001 - a host bug must still tear the island down
             log.error("island %s crashed: %r", self.name, e, exc_info=e)
             self.error = e
             self.state = "failed"
+            for interp in self.interpreters:
+                try:
+                    interp.fail_all(e)
+                except BaseException as e2:  # noqa: BLE001
+                    log.error("island %s: teardown after crash failed: %r", self.name, e2)
+                    interp.finish()
             try:
-                interp.fail_all(e)
                 self._flush()
-            except BaseException as e2:  # noqa: BLE001
-                log.error("island %s: teardown after crash failed: %r", self.name, e2)
-                interp.finish()
+            except BaseException:  # noqa: BLE001
+                pass
         finally:
             if self.on_done is not None:
                 self.on_done(self)
 
-    def _loop(self, interp) -> None:
+    def _run_turn(self) -> bool:
+        """One bounded turn of every interpreter with work; returns True while any work is queued."""
+        interps = self.interpreters
+        limit = self.event_limit
+        busy = False
+        if len(interps) == 1:
+            interp = interps[0]
+            if interp.queue:
+                interp.execute(limit)
+                busy = bool(interp.queue)
+        else:
+            for interp in list(interps):
+                if interp.queue:
+                    interp.execute(limit)
+                    busy = busy or bool(interp.queue)
+                if interp.running_stages == 0 and not interp.queue and interp is not self.interpreter:
+                    interps.remove(interp)
+        if self.dirty:
+            self._flush()
+        return busy
+
+    def _all_done(self) -> bool:
+        for interp in self.interpreters:
+            if interp.running_stages or interp.queue:
+                return False
+        return True
+
+    def _loop(self) -> None:
         inbox = self.inbox
         get = inbox.get
         empty = inbox.empty
         timers = self.timers
-        limit = self.event_limit
         batch = self.inbox_batch
         while True:
             n = 0
@@ -127,13 +168,10 @@ class IslandHost:
                 n += 1
             if timers:
                 self._fire_due_timers()
-            if interp.queue:
-                interp.execute(limit)
-            if self.dirty:
-                self._flush()
-            if interp.running_stages == 0 and not interp.queue:
+            busy = self._run_turn()
+            if not busy and self._all_done():
                 return
-            if interp.queue or not empty():
+            if busy or not empty():
                 continue
             timeout = None
             if timers:
