@@ -64,22 +64,27 @@ class CallbackSubscriberRef:
 class OutputBoundary(GraphStageLogic, InHandler):
     """Publisher end of a channel, fed by one outlet of this island."""
 
-    def __init__(self, name: str = "OutputBoundary", max_frame: int = 1 << 16, in_: Optional[Inlet] = None):
+    def __init__(
+        self, name: str = "OutputBoundary", max_frame: int = 1 << 16, in_: Optional[Inlet] = None, window: int = 16
+    ):
         self.in_ = in_ if in_ is not None else Inlet(f"{name}.in")
         shape = SinkShape(self.in_)
         shape.assign_ids()
         super().__init__(shape)
         self.stage_name = name
         self.max_frame = max_frame
+        self.window = window
+        self.in_flight = 0  # frames sent whose delivery the transport has not confirmed yet
         self.subscriber = None
         self.demand = 0
         self.frame: list = []
         self.frame_seq = 0
         self.request_seq = 0
-        self.terminal: Optional[tuple] = None  # ("complete",) / ("error", exc) waiting for a subscriber
+        self.terminal: Optional[tuple] = None  # ("complete",) / ("error", exc) not signalled yet
         self.signalled_terminal = False
         self.set_handler(self.in_, self)
         self.publisher_ref = CallbackPublisherRef(self)
+        self._ack = self.get_async_callback(self._on_ack).invoke
 
     # ------------------------------------------------------------------ signals from the subscriber
     def _on_subscribe(self, subscriber) -> None:
@@ -132,13 +137,24 @@ class OutputBoundary(GraphStageLogic, InHandler):
             self.pull(self.in_)
 
     def flush(self) -> None:
-        """Send the collected frame (called by the host at the end of an interpreter turn)."""
+        """Send the collected frame (called by the host at the end of an interpreter turn). While
+        ``window`` frames are unconfirmed the frame keeps growing instead (up to the demand)."""
         frame = self.frame
-        if frame and not self.signalled_terminal:
+        if frame and not self.signalled_terminal and self.in_flight < self.window:
             self.frame = []
             seq = self.frame_seq
             self.frame_seq = seq + 1
-            self.subscriber.on_next(seq, frame)
+            confirmation = self.subscriber.on_next(seq, frame)
+            if confirmation is not None:
+                self.in_flight += 1
+                confirmation.add_done_callback(self._ack)
+
+    def _on_ack(self, _) -> None:
+        self.in_flight -= 1
+        if self.frame:
+            self.flush()
+        if self.terminal is not None and not self.frame and self.subscriber is not None:
+            self._signal_terminal()
 
     def on_upstream_finish(self) -> None:
         self.terminal = ("complete",)
@@ -154,7 +170,11 @@ class OutputBoundary(GraphStageLogic, InHandler):
         if self.signalled_terminal:
             return
         self.flush()
+        if self.frame and self.terminal[0] == "complete":
+            self.set_keep_going(True)  # the last frame waits for the window; _on_ack finishes the job
+            return
         self.signalled_terminal = True
+        self.set_keep_going(False)
         if self.terminal[0] == "complete":
             self.subscriber.on_complete()
         else:

@@ -88,7 +88,6 @@ ISLAND_OPTIONS = frozenset(
         "runtime_env",
         "accelerator_type",
         "label_selector",
-        "max_restarts",
     }
 )
 

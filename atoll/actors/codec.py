@@ -1,0 +1,92 @@
+"""Frame codec for channels between island actors.
+
+A frame (a list of elements) travels as msgpack bytes plus a list of Ray object references:
+
+* msgpack's own types go as themselves; ``strict_types`` keeps tuples tuples and subclasses exact
+  (a tuple is an extension holding its items, anything msgpack does not know is cloudpickled);
+* numpy arrays, Arrow tables/record batches and bytes-likes of ``large_bytes`` or more are put in the
+  object store and travel as references, so they are never copied through msgpack and are read
+  zero-copy on the receiving side. The reference list is a separate call argument, so Ray tracks the
+  references (the receiver borrows them).
+"""
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+import cloudpickle
+import msgpack
+
+EXT_PICKLE = 1
+EXT_REF = 2
+EXT_TUPLE = 3
+
+LARGE_BYTES = 100 * 1024
+
+_np = None
+_pa = None
+
+
+def _large_types():
+    """numpy/pyarrow types that always travel by reference (imported lazily)."""
+    global _np, _pa
+    types = []
+    try:
+        import numpy as np
+
+        _np = np
+        types.append(np.ndarray)
+    except ImportError:  # pragma: no cover - numpy is a dependency of pyarrow
+        pass
+    try:
+        import pyarrow as pa
+
+        _pa = pa
+        types.extend([pa.Table, pa.RecordBatch])
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(types)
+
+
+_LARGE = None
+
+
+def encode(frame: List[Any]) -> Tuple[bytes, list]:
+    """``frame`` -> (payload, object refs)."""
+    global _LARGE
+    if _LARGE is None:
+        _LARGE = _large_types()
+    refs: list = []
+    large = _LARGE
+
+    def default(obj):
+        if type(obj) is tuple:
+            return msgpack.ExtType(EXT_TUPLE, msgpack.packb(list(obj), default=default, strict_types=True, use_bin_type=True))
+        if isinstance(obj, large) or (isinstance(obj, (bytes, bytearray, memoryview)) and len(obj) >= LARGE_BYTES):
+            import ray
+
+            refs.append(ray.put(obj))
+            return msgpack.ExtType(EXT_REF, msgpack.packb(len(refs) - 1))
+        return msgpack.ExtType(EXT_PICKLE, cloudpickle.dumps(obj))
+
+    payload = msgpack.packb(frame, default=default, strict_types=True, use_bin_type=True)
+    return payload, refs
+
+
+def decode(payload: bytes, refs: list) -> List[Any]:
+    """(payload, object refs) -> frame; referenced payloads are fetched (zero-copy when possible)."""
+    fetched = None
+    if refs:
+        import ray
+
+        fetched = ray.get(refs)
+
+    def ext_hook(code, data):
+        if code == EXT_TUPLE:
+            return tuple(msgpack.unpackb(data, ext_hook=ext_hook, raw=False, strict_map_key=False))
+        if code == EXT_REF:
+            return fetched[msgpack.unpackb(data)]
+        if code == EXT_PICKLE:
+            return cloudpickle.loads(data)
+        raise ValueError(f"unknown frame extension type {code}")
+
+    return msgpack.unpackb(payload, ext_hook=ext_hook, raw=False, strict_map_key=False)

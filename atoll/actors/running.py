@@ -1,0 +1,245 @@
+"""RayRunningGraph: the driver's handle on a graph whose islands are Ray actors.
+
+Each island actor is watched by one outstanding ``poll`` call at a time (completed through the
+ObjectRef's future callback, so no driver thread is needed). Poll events complete the driver-side
+futures of the island's materialized values and report the island's end, after which its actor is
+killed. A poll that fails because the actor died (crash, ``ray.kill``, node loss) becomes an
+``IslandDiedError`` naming the island: it fails that island's futures and cancels every other island
+with it, so the whole graph ends and no actor is left behind.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, List, Optional
+
+import ray
+
+from ..errors import AbruptTerminationError, IslandDiedError
+from ..markers import Done
+from ..ops.base import complete_promise, fail_promise, new_promise
+from .exports import ExportedFuture
+
+log = logging.getLogger("atoll.ray")
+
+
+class _MonitorThread:
+    """One daemon thread per driver process that handles the islands' poll results."""
+
+    def __init__(self):
+        import queue
+
+        self.q: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="atoll-ray-monitor", daemon=True)
+        self.thread.start()
+
+    def put(self, item) -> None:
+        self.q.put(item)
+
+    def _run(self) -> None:
+        while True:
+            fn, *args = self.q.get()
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - keep monitoring the other graphs
+                log.error("atoll monitor: %r", e, exc_info=e)
+
+
+_monitor_thread: Optional[_MonitorThread] = None
+_monitor_lock = threading.Lock()
+
+
+def _monitor() -> _MonitorThread:
+    global _monitor_thread
+    with _monitor_lock:
+        if _monitor_thread is None:
+            _monitor_thread = _MonitorThread()
+        return _monitor_thread
+
+
+class _Island:
+    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "error", "options")
+
+    def __init__(self, index: int, name: str, actor, options: dict):
+        self.index = index
+        self.name = name
+        self.actor = actor
+        self.options = options
+        self.ended = False
+        self.state = "running"
+        self.futures: Dict[int, Future] = {}
+        self.error: Optional[BaseException] = None
+
+
+class RayRunningGraph:
+    POLL_SECONDS = 10.0
+
+    def __init__(self, name: str, islands: List[_Island], on_end: Optional[Callable[["RayRunningGraph"], None]] = None):
+        import itertools
+
+        self.id = id(self)
+        self.name = name
+        self._islands = islands
+        self._lock = threading.Lock()
+        self._on_end = on_end
+        self._cleanups: List[Callable[[], None]] = []
+        self.completion: Future = new_promise()
+
+    def __repr__(self):
+        state = "ended" if self.completion.done() else "running"
+        return f"RayRunningGraph({self.name}, {len(self._islands)} islands, {state})"
+
+    # ------------------------------------------------------------------ setup
+    def future_for(self, island_index: int) -> Callable[[ExportedFuture], Future]:
+        island = self._islands_by_index()[island_index]
+
+        def make(x: ExportedFuture) -> Future:
+            f = new_promise()
+            island.futures[x.fid] = f
+            return f
+
+        return make
+
+    def _islands_by_index(self) -> Dict[int, _Island]:
+        return {i.index: i for i in self._islands}
+
+    def add_cleanup(self, fn: Callable[[], None]) -> None:
+        self._cleanups.append(fn)
+
+    def start_monitoring(self) -> None:
+        for island in self._islands:
+            self._poll(island)
+
+    # ------------------------------------------------------------------ monitoring
+    def _poll(self, island: _Island) -> None:
+        try:
+            ref = island.actor.poll.remote(self.POLL_SECONDS)
+        except Exception as e:  # noqa: BLE001 - actor handle unusable: same as death
+            self._island_died(island, e)
+            return
+        # Ray runs future callbacks on its own delivery thread, where Ray calls may deadlock:
+        # hand the result to the monitor thread, which does the work.
+        ref.future().add_done_callback(lambda f: _monitor().put((self._on_poll, island, f)))
+
+    def _on_poll(self, island: _Island, f) -> None:
+        if island.ended:
+            return
+        try:
+            events = f.result()
+        except Exception as e:  # noqa: BLE001 - RayActorError & friends: the actor is gone
+            self._island_died(island, e)
+            return
+        for ev in events:
+            if ev[0] == "future":
+                _, fid, ok, value = ev
+                fut = island.futures.get(fid)
+                if fut is not None:
+                    complete_promise(fut, value) if ok else fail_promise(fut, value)
+            elif ev[0] == "done":
+                self._island_ended(island, ev[1], ev[2])
+                return
+        self._poll(island)
+
+    def _island_ended(self, island: _Island, state: str, error: Optional[BaseException]) -> None:
+        with self._lock:
+            if island.ended:
+                return
+            island.ended = True
+            island.state = state
+            island.error = error
+        for fut in island.futures.values():
+            fail_promise(fut, AbruptTerminationError(f"island {island.name!r} ended before this value completed"))
+        try:
+            ray.kill(island.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self._maybe_finish()
+
+    def _island_died(self, island: _Island, cause: BaseException) -> None:
+        with self._lock:
+            if island.ended:
+                return
+            island.ended = True
+            island.state = "died"
+        err = IslandDiedError(island.name, f"{type(cause).__name__}: {cause}")
+        island.error = err
+        log.warning("island %s died: %r", island.name, cause)
+        for fut in island.futures.values():
+            fail_promise(fut, err)
+        for other in self._islands:
+            if not other.ended:
+                try:
+                    other.actor.cancel_island.remote(err)
+                except Exception:  # noqa: BLE001
+                    pass
+        try:
+            ray.kill(island.actor, no_restart=True)
+        except Exception:  # noqa: BLE001
+            pass
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        with self._lock:
+            if any(not i.ended for i in self._islands) or self.completion.done():
+                return
+        for fn in self._cleanups:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001
+                log.error("cleanup of graph %s failed: %r", self.name, e)
+        errors = [i.error for i in self._islands if i.error is not None]
+        if errors:
+            fail_promise(self.completion, errors[0])
+        else:
+            complete_promise(self.completion, Done)
+        if self._on_end is not None:
+            self._on_end(self)
+
+    # ------------------------------------------------------------------ operator console
+    @property
+    def is_running(self) -> bool:
+        return not self.completion.done()
+
+    def cancel(self, cause: Optional[BaseException] = None) -> None:
+        """Fail every stage of every island with ``cause`` (default ``AbruptTerminationError``)."""
+        if cause is None:
+            cause = AbruptTerminationError(f"graph {self.name} was cancelled")
+        for island in self._islands:
+            if not island.ended:
+                try:
+                    island.actor.cancel_island.remote(cause)
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        try:
+            self.completion.exception(timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def islands(self) -> List[dict]:
+        """Actor name/id, node id, pid and state of every island."""
+        out = []
+        live = [i for i in self._islands if not i.ended]
+        infos = {}
+        if live:
+            refs = [i.actor.info.remote() for i in live]
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=5.0)
+            for island, ref in zip(live, refs):
+                if ref in ready:
+                    try:
+                        infos[island.index] = ray.get(ref)
+                    except Exception:  # noqa: BLE001
+                        pass
+        for island in self._islands:
+            d = {"name": island.name, "state": island.state if island.ended else "running", "options": island.options}
+            d.update(infos.get(island.index, {}))
+            if island.ended:
+                d["state"] = island.state
+            out.append(d)
+        return out
+
+    def actor_handles(self) -> List[Any]:
+        return [i.actor for i in self._islands]
