@@ -4,9 +4,10 @@ The driver sends the island's *plan* (its stages and island-local wiring, record
 on the driver) to ``start``; the actor creates the stage logics, builds the interpreter, wires channel
 ends to the peer island actors and starts the interpreter thread. Incoming channel signals are routed
 by channel id to the boundary logics through the host's inbox, so the actor's call threads never touch
-the interpreter. Methods are split in two concurrency groups: ``data`` (one thread: frames and terminal
-signals stay in order) and ``control`` (demand, cancellation, kill switches, the driver's ``poll`` and
-handle calls), which is served even while frames are queued.
+the interpreter. Methods are split in three concurrency groups: ``data`` (one thread: frames and
+terminal signals stay in order), ``signals`` (one thread: subscription, demand and cancellation, in
+order) and ``control`` (kill switches, the driver's ``poll`` and handle calls); the last two are
+served even while frames are queued.
 """
 from __future__ import annotations
 
@@ -46,9 +47,14 @@ class _ActorContextMaterializer:
         return "Materializer(in island actor)"
 
 
-@ray.remote(concurrency_groups={"data": 1, "control": 8})
+@ray.remote(concurrency_groups={"data": 1, "signals": 1, "control": 8})
 class IslandActor:
-    def __init__(self, name: str):
+    def __init__(self, name: str, switch_interval: float = 0.0005):
+        # The interpreter thread and Ray's call threads share the GIL; a short switch interval keeps
+        # frames and demand flowing while the interpreter is busy (CPython's default is 5 ms).
+        import sys
+
+        sys.setswitchinterval(switch_interval)
         self.name = name
         self.host: Optional[ThreadHost] = None
         self.outputs: Dict[int, OutputBoundary] = {}
@@ -82,7 +88,9 @@ class IslandActor:
             elif kind == "publish":
                 _, i, port_id, ch = op
                 out = plan.stages[i][0].shape.outlets[port_id]
-                boundary = OutputBoundary(f"{logics[i].stage_name}.{out.name}>", window=settings.channel_window)
+                boundary = OutputBoundary(
+                    f"{logics[i].stage_name}.{out.name}>", max_frame=settings.frame_size, window=settings.channel_window
+                )
                 boundary.attributes = logics[i].attributes
                 builder.add_output_boundary(out, logics[i], boundary)
                 self.outputs[ch] = boundary
@@ -176,26 +184,26 @@ class IslandActor:
         if b is not None:
             b.subscriber_ref.on_error(exc)
 
-    @ray.method(concurrency_group="control")
+    @ray.method(concurrency_group="signals")
     def on_subscribe(self, ch: int) -> None:
         b = self.inputs.get(ch)
         if b is not None:
             b.subscriber_ref.on_subscribe(b.publisher)
 
     # ------------------------------------------------------------------ channel signals (publisher side)
-    @ray.method(concurrency_group="control")
+    @ray.method(concurrency_group="signals")
     def subscribe(self, ch: int, subscriber_actor) -> None:
         b = self.outputs.get(ch)
         if b is not None:
             b.publisher_ref.subscribe(RemoteSubscriberRef(subscriber_actor, ch))
 
-    @ray.method(concurrency_group="control")
+    @ray.method(concurrency_group="signals")
     def request(self, ch: int, n: int, seq: int) -> None:
         b = self.outputs.get(ch)
         if b is not None:
             b.publisher_ref.request(n, seq)
 
-    @ray.method(concurrency_group="control")
+    @ray.method(concurrency_group="signals")
     def cancel(self, ch: int, cause: BaseException) -> None:
         b = self.outputs.get(ch)
         if b is not None:

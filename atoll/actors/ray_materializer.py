@@ -35,11 +35,12 @@ _names = itertools.count(1)
 class RaySettings(MaterializerSettings):
     """Materializer settings plus what only the Ray materializer uses."""
 
-    __slots__ = ("channel_window", "start_timeout", "default_num_cpus")
+    __slots__ = ("channel_window", "start_timeout", "default_num_cpus", "frame_size")
 
     def __init__(
         self,
-        input_buffer=(16, 4096),
+        input_buffer=(16, 65536),
+        frame_size: int = 4096,
         event_limit: int = 2000,
         fusion: bool = True,
         debug: bool = False,
@@ -52,6 +53,9 @@ class RaySettings(MaterializerSettings):
             raise ValueError(f"Materializer.ray: channel_window must be an int >= 1, got {channel_window!r}")
         if start_timeout <= 0:
             raise ValueError(f"Materializer.ray: start_timeout must be > 0, got {start_timeout!r}")
+        if not isinstance(frame_size, int) or frame_size < 1:
+            raise ValueError(f"Materializer.ray: frame_size must be an int >= 1, got {frame_size!r}")
+        self.frame_size = frame_size
         self.channel_window = channel_window
         self.start_timeout = float(start_timeout)
         self.default_num_cpus = default_num_cpus

@@ -125,23 +125,36 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.fail_stage(exc)
 
     # ------------------------------------------------------------------ upstream side
+    #: set by fusion: upstream pushes lists of elements (never more than ``demand`` in all)
+    chunked = False
+
     def on_push(self) -> None:
         frame = self.frame
-        frame.append(self.grab(self.in_))
-        self.demand -= 1
-        if len(frame) == 1:
-            self._interpreter.host.mark_dirty(self)
-        elif len(frame) >= self.max_frame:
+        was_empty = not frame
+        if self.chunked:
+            chunk = self.grab(self.in_)
+            frame.extend(chunk)
+            self.demand -= len(chunk)
+        else:
+            frame.append(self.grab(self.in_))
+            self.demand -= 1
+        if len(frame) >= self.max_frame:
             self.flush()
+        elif was_empty:
+            self._interpreter.host.mark_dirty(self)
         if self.demand > 0:
             self.pull(self.in_)
 
     def flush(self) -> None:
         """Send the collected frame (called by the host at the end of an interpreter turn). While
         ``window`` frames are unconfirmed the frame keeps growing instead (up to the demand)."""
-        frame = self.frame
-        if frame and not self.signalled_terminal and self.in_flight < self.window:
-            self.frame = []
+        while self.frame and not self.signalled_terminal and self.in_flight < self.window:
+            frame = self.frame
+            if len(frame) > self.max_frame:
+                self.frame = frame[self.max_frame :]
+                frame = frame[: self.max_frame]
+            else:
+                self.frame = []
             seq = self.frame_seq
             self.frame_seq = seq + 1
             confirmation = self.subscriber.on_next(seq, frame)
@@ -245,7 +258,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
         buf = self.buffer
         buf.extend(frame)
         if buf and self.is_available(self.out):
-            self._push_one()
+            if self.chunked:
+                self._push_chunk()
+            else:
+                self._push_one()
 
     def _on_complete(self, _=None) -> None:
         if self.upstream_done:
@@ -268,6 +284,21 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.fail_stage(exc)
 
     # ------------------------------------------------------------------ downstream side
+    #: set by fusion: downstream takes lists of elements (everything buffered at once)
+    chunked = False
+
+    def _push_chunk(self) -> None:
+        buf = self.buffer
+        chunk = list(buf)
+        buf.clear()
+        self.push(self.out, chunk)
+        if not self.upstream_completed:
+            self.consumed += len(chunk)
+            if self.consumed >= self.batch:
+                n = (self.consumed // self.batch) * self.batch
+                self.consumed -= n
+                self._request(n)
+
     def _push_one(self) -> None:
         self.push(self.out, self.buffer.popleft())
         if not self.upstream_completed:
@@ -278,7 +309,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
 
     def on_pull(self) -> None:
         if self.buffer:
-            self._push_one()
+            if self.chunked:
+                self._push_chunk()
+            else:
+                self._push_one()
             if self.upstream_completed and not self.buffer:
                 self.complete(self.out)
         elif self.upstream_completed:

@@ -268,6 +268,8 @@ class FusedLoop(GraphStageLogic):
     MIN_CHUNK = 16
     MAX_CHUNK = 8192
     TARGET_SECONDS = 0.002
+    in_ = None
+    out = None
 
     def __init__(self, source: tuple, ops, names, sink: _SinkState, label: str):
         super().__init__(Shape())
@@ -321,238 +323,287 @@ class FusedLoop(GraphStageLogic):
         self.sink.fail(abrupt_termination(self))
 
 
-class FusedSource(GraphStageLogic, OutHandler):
-    """source -> flows as one source: per pull, source elements go through the run until one comes out."""
+class FusedRun(GraphStageLogic, InHandler, OutHandler):
+    """An open run: its head is a source, an element inlet or a chunk inlet (from an input
+    boundary); its tail is a sink, an element outlet or a chunk outlet (to an output boundary).
 
-    def __init__(self, source: tuple, ops, names, label: str):
-        self.out = Outlet(f"fused[{label}].out")
-        shape = SourceShape(self.out)
+    Chunk sides exchange lists with the neighbouring boundary: an input boundary hands over all it
+    has buffered, an output boundary never gets more elements than its current demand. Element
+    sides behave like the replaced stages: one element per pull, no read-ahead."""
+
+    MAX_CHUNK = 4096
+
+    def __init__(self, head: str, source: Optional[tuple], ops, names, tail: str, sink: Optional[_SinkState], label: str, out_boundary=None):
+        self.head = head
+        self.tail = tail
+        ins = (Inlet(f"fused[{label}].in"),) if head != "source" else ()
+        outs = (Outlet(f"fused[{label}].out"),) if tail not in ("sink",) else ()
+        shape = Shape(ins, outs)
         shape.assign_ids()
         super().__init__(shape)
+        self.in_ = ins[0] if ins else None
+        self.out = outs[0] if outs else None
         self.stage_name = f"fused[{label}]"
         self.source_kind = source
-        self.run = generate(ops, names, "out", chunked=False)
-        self.pending: List[Any] = []
-        self.set_handler(self.out, self)
-
-    def pre_start(self):
-        self.cursor = _SourceCursor(self.source_kind)
-        if self.cursor.done:
-            self.complete(self.out)
-
-    def on_pull(self):
-        pending = self.pending
-        cursor = self.cursor
-        run = self.run
-        append = pending.append
-        while not pending:
-            if cursor.done:
-                self.complete(self.out)
-                return
-            x = cursor.next()
-            if x is _END:
-                self.complete(self.out)
-                return
-            try:
-                run(x, append)
-            except Exception as e:  # noqa: BLE001
-                self.emit_multiple(self.out, pending[:])
-                pending.clear()
-                self.fail_stage(e)
-                return
-        elem = pending.pop(0)
-        self.push(self.out, elem)
-        if not pending and cursor.done:
-            self.complete(self.out)
-
-
-class FusedSink(GraphStageLogic, InHandler):
-    """flows -> sink as one sink."""
-
-    def __init__(self, ops, names, sink: _SinkState, label: str):
-        self.in_ = Inlet(f"fused[{label}].in")
-        shape = SinkShape(self.in_)
-        shape.assign_ids()
-        super().__init__(shape)
-        self.stage_name = f"fused[{label}]"
         self.sink = sink
-        self.tail = sink.kind
-        self.run = generate(ops, names, self.tail, chunked=False)
-        self.set_handler(self.in_, self)
+        self.sink_kind = sink.kind if sink is not None else "out"
+        self.out_boundary = out_boundary
+        self.run_chunk = generate(ops, names, self.sink_kind, chunked=True)
+        self.run_one = generate(ops, names, self.sink_kind, chunked=False)
+        self.pending: List[Any] = []
+        self.cursor = None
+        if self.in_ is not None:
+            self.set_handler(self.in_, self)
+        if self.out is not None:
+            self.set_handler(self.out, self)
 
     def pre_start(self):
-        self.target = self.sink.target()
-        self.pull(self.in_)
+        if self.head == "source":
+            self.cursor = _SourceCursor(self.source_kind)
+            if self.cursor.done:
+                self.complete(self.out)
+        if self.tail == "sink":
+            self.target = self.sink.target()
+            self.pull(self.in_)
 
-    def on_push(self):
+    # -- producing into pending --------------------------------------------------------------
+    def _apply(self, data, chunked: bool) -> Optional[BaseException]:
+        """Run the ops over ``data``; outputs go to ``pending`` (or the sink). Returns the failure."""
         try:
-            if self.tail == "fold":
+            if self.sink_kind == "fold":
                 sink = self.sink
-                sink.acc = self.run(self.grab(self.in_), sink.acc, sink.fn)
+                sink.acc = (self.run_chunk if chunked else self.run_one)(data, sink.acc, sink.fn)
+            elif self.tail == "sink":
+                (self.run_chunk if chunked else self.run_one)(data, self.target)
             else:
-                self.run(self.grab(self.in_), self.target)
+                (self.run_chunk if chunked else self.run_one)(data, self.pending.append)
         except Exception as e:  # noqa: BLE001
-            self.sink.fail(e)
-            self.fail_stage(e)
-            return
-        self.pull(self.in_)
+            return e
+        return None
 
-    def on_upstream_finish(self):
-        self.sink.complete()
-        self.complete_stage()
-
-    def on_upstream_failure(self, exc):
-        self.sink.fail(exc)
+    def _fail(self, exc: BaseException) -> None:
+        """Outputs produced before the failure still go out first, as with the unfused stages."""
+        if self.sink is not None:
+            self.sink.fail(exc)
+        if self.pending and self.out is not None and not self.is_closed(self.out):
+            out = self._take(len(self.pending))
+            if self.tail == "chunk":
+                self.emit(self.out, out)
+            else:
+                self.emit_multiple(self.out, out)
         self.fail_stage(exc)
 
-    def post_stop(self):
-        self.sink.fail(abrupt_termination(self))
-
-
-class FusedFlow(GraphStageLogic, InHandler, OutHandler):
-    """flows -> flows as one flow."""
-
-    def __init__(self, ops, names, label: str):
-        self.in_ = Inlet(f"fused[{label}].in")
-        self.out = Outlet(f"fused[{label}].out")
-        shape = FlowShape(self.in_, self.out)
-        shape.assign_ids()
-        super().__init__(shape)
-        self.stage_name = f"fused[{label}]"
-        self.run = generate(ops, names, "out", chunked=False)
-        self.pending: List[Any] = []
-        self.set_handler(self.in_, self)
-        self.set_handler(self.out, self)
-
-    def on_push(self):
+    def _take(self, n: int) -> list:
         pending = self.pending
-        try:
-            self.run(self.grab(self.in_), pending.append)
-        except Exception as e:  # noqa: BLE001
-            out = pending[:]
-            pending.clear()
-            self.emit_multiple(self.out, out)
-            self.fail_stage(e)
-            return
-        if not pending:
-            self.pull(self.in_)
-        elif len(pending) == 1:
-            self.push(self.out, pending.pop())
-        else:
-            out = pending[:]
-            pending.clear()
-            self.emit_multiple(self.out, out, self._after_emit)
+        if n >= len(pending):
+            self.pending = []
+            return pending
+        out = pending[:n]
+        del pending[:n]
+        return out
 
-    def _after_emit(self):
-        if self.is_closed(self.in_):
+    def _limit(self) -> int:
+        return 1 if self.tail == "element" else max(1, min(self.out_boundary.demand, self.MAX_CHUNK))
+
+    def _produce_from_source(self, limit: int) -> Optional[BaseException]:
+        cursor = self.cursor
+        t0 = time.perf_counter()
+        while len(self.pending) < limit and not cursor.done:
+            if self.tail == "element":
+                x = cursor.next()
+                if x is _END:
+                    break
+                err = self._apply(x, False)
+            else:
+                err = self._apply(cursor.chunk(limit - len(self.pending)), True)
+            if err is not None:
+                return err
+            if self.pending and time.perf_counter() - t0 > 0.002:
+                break
+        return None
+
+    # -- handlers ------------------------------------------------------------------------------
+    def on_pull(self):
+        if self.head == "source" and not self.pending:
+            err = self._produce_from_source(self._limit())
+            if err is not None:
+                self._fail(err)
+                return
+        if self.pending:
+            self._push_pending()
+        elif self.head == "source":
+            if self.cursor.done:
+                self.complete(self.out)
+        elif not self.has_been_pulled(self.in_) and not self.is_closed(self.in_):
+            self.pull(self.in_)
+        elif self.is_closed(self.in_):
             self.complete_stage()
 
-    def on_pull(self):
-        if not self.has_been_pulled(self.in_) and not self.is_closed(self.in_):
+    def _push_pending(self):
+        if self.tail == "chunk":
+            self.push(self.out, self._take(self._limit()))
+        else:
+            self.push(self.out, self.pending.pop(0))
+        if not self.pending:
+            if self.head == "source":
+                if self.cursor.done:
+                    self.complete(self.out)
+            elif self.is_closed(self.in_):
+                self.complete_stage()
+
+    def on_push(self):
+        data = self.grab(self.in_)
+        err = self._apply(data, self.head == "chunk")
+        if err is not None:
+            self._fail(err)
+            return
+        if self.tail == "sink":
+            self.pull(self.in_)
+        elif self.pending:
+            if self.is_available(self.out):
+                self._push_pending()
+        else:
             self.pull(self.in_)
 
     def on_upstream_finish(self):
-        self.complete_stage()
+        if self.tail == "sink":
+            self.sink.complete()
+            self.complete_stage()
+        elif not self.pending:
+            self.complete_stage()
+
+    def on_upstream_failure(self, exc):
+        if self.sink is not None:
+            self.sink.fail(exc)
+        self.fail_stage(exc)
+
+    def abort(self, cause: BaseException) -> None:
+        if self.sink is not None:
+            self.sink.fail(cause)
+        self.fail_stage(cause)
+
+    def post_stop(self):
+        if self.sink is not None:
+            self.sink.fail(abrupt_termination(self))
 
 
 # ---------------------------------------------------------------------------------------------
 # the pass over an island
 # ---------------------------------------------------------------------------------------------
+def _kind_of(logic) -> Optional[tuple]:
+    from .boundaries import InputBoundary, OutputBoundary
+
+    n_in, n_out = len(logic._in_conns), len(logic._out_conns)
+    t = type(logic)
+    if t is InputBoundary:
+        return ("I", None)
+    if t is OutputBoundary:
+        return ("O", None)
+    if n_in == 1 and n_out == 1:
+        op = flow_op(logic)
+        return ("F", op) if op is not None else None
+    if n_in == 0 and n_out == 1:
+        k = source_kind(logic)
+        return ("S", k) if k is not None else None
+    if n_in == 1 and n_out == 0:
+        k = sink_kind(logic)
+        return ("K", k) if k is not None else None
+    return None
+
+
 def fuse(builder) -> int:
     """Replace the fusible runs of ``builder``'s island; returns how many runs were fused."""
-    logics = builder.logics
     kinds = {}
-    for logic in logics:
-        n_in, n_out = len(logic._in_conns), len(logic._out_conns)
-        if n_in == 1 and n_out == 1:
-            op = flow_op(logic)
-            if op is not None:
-                kinds[id(logic)] = ("F", op)
-        elif n_in == 0 and n_out == 1:
-            k = source_kind(logic)
-            if k is not None:
-                kinds[id(logic)] = ("S", k)
-        elif n_in == 1 and n_out == 0:
-            k = sink_kind(logic)
-            if k is not None:
-                kinds[id(logic)] = ("K", k)
-    if len(kinds) < 2:
-        return 0
+    for logic in builder.logics:
+        k = _kind_of(logic)
+        if k is not None:
+            kinds[id(logic)] = k
 
     def kind(logic):
-        return kinds.get(id(logic), (None,))[0] if logic is not None else None
-
-    def downstream(logic):
-        conn = logic._out_conns[0]
-        return conn, conn.in_owner
-
-    def upstream(logic):
-        conn = logic._in_conns[0]
-        return conn, conn.out_owner
+        k = kinds.get(id(logic)) if logic is not None else None
+        return k[0] if k is not None else None
 
     fused = 0
-    for logic in list(logics):
+    for logic in list(builder.logics):
         k = kind(logic)
-        if k not in ("S", "F"):
+        if k not in ("S", "I", "F"):
             continue
-        if k == "F" and kind(upstream(logic)[1]) in ("S", "F"):
+        if k == "F" and kind(logic._in_conns[0].out_owner) in ("S", "I", "F"):
             continue  # not the start of a run
         run = [logic]
         inner = []
         cur = logic
         while True:
-            conn, nxt = downstream(cur)
-            if kind(nxt) == "F":
+            conn = cur._out_conns[0]
+            nxt = conn.in_owner
+            nk = kind(nxt)
+            if nk == "F":
                 inner.append(conn)
                 run.append(nxt)
                 cur = nxt
                 continue
-            if kind(nxt) == "K":
+            if nk in ("K", "O"):
                 inner.append(conn)
                 run.append(nxt)
             break
-        if len(run) < 2:
+        stages = [l for l in run if kinds[id(l)][0] in ("S", "F", "K")]
+        boundaries = len(run) - len(stages)
+        if not stages or (len(stages) < 2 and boundaries == 0):
             continue
-        _replace(builder, run, inner, kinds)
+        _replace(builder, run, kinds)
         fused += 1
     return fused
 
 
-def _replace(builder, run, inner, kinds) -> None:
+def _replace(builder, run, kinds) -> None:
     head, tail = run[0], run[-1]
-    head_kind = kinds[id(head)]
-    tail_kind = kinds[id(tail)]
-    flows = [l for l in run if kinds[id(l)][0] == "F"]
+    hk, tk = kinds[id(head)][0], kinds[id(tail)][0]
+    stages = [l for l in run if kinds[id(l)][0] in ("S", "F", "K")]
+    flows = [l for l in stages if kinds[id(l)][0] == "F"]
     ops = [kinds[id(l)][1] for l in flows]
     names = [l.stage_name for l in flows]
-    label = _label(run)
-    has_source = head_kind[0] == "S"
-    has_sink = tail_kind[0] == "K"
-    if has_source and has_sink:
-        new = FusedLoop(head_kind[1], ops, names, _SinkState(tail_kind[1], tail), label)
-    elif has_source:
-        new = FusedSource(head_kind[1], ops, names, label)
-    elif has_sink:
-        new = FusedSink(ops, names, _SinkState(tail_kind[1], tail), label)
+    label = _label(stages)
+    first, last = stages[0], stages[-1]
+    if hk == "S" and tk == "K":
+        new = FusedLoop(kinds[id(head)][1], ops, names, _SinkState(kinds[id(tail)][1], tail), label)
     else:
-        new = FusedFlow(ops, names, label)
-    new.attributes = head.attributes
-    new._fused_from = run
-    # splice: drop the run's inner connections, hand its outer ones to the fused logic
-    dead = {id(c) for c in inner}
-    builder.slot_conns = [c for c in builder.slot_conns if id(c) not in dead]
-    builder.extra_conns = [c for c in builder.extra_conns if id(c) not in dead]
-    if not has_source:
-        conn = head._in_conns[0]
+        head_mode = {"S": "source", "I": "chunk"}.get(hk, "element")
+        tail_mode = {"K": "sink", "O": "chunk"}.get(tk, "element")
+        new = FusedRun(
+            head_mode,
+            kinds[id(head)][1] if hk == "S" else None,
+            ops,
+            names,
+            tail_mode,
+            _SinkState(kinds[id(tail)][1], tail) if tk == "K" else None,
+            label,
+            out_boundary=tail if tk == "O" else None,
+        )
+    new.attributes = first.attributes
+    new._fused_from = stages
+    if hk == "I":
+        head.chunked = True
+    if tk == "O":
+        tail.chunked = True
+    # splice: connections inside the replaced stages go; the outer ones now end at the fused logic
+    inner = set()
+    for l in stages:
+        for c in l._in_conns:
+            if c.out_owner in stages:
+                inner.add(id(c))
+    builder.slot_conns = [c for c in builder.slot_conns if id(c) not in inner]
+    builder.extra_conns = [c for c in builder.extra_conns if id(c) not in inner]
+    if new.in_ is not None:
+        conn = first._in_conns[0]
         conn.in_owner = new
         conn.inlet = new.in_
         new._in_conns[0] = conn
-    if not has_sink:
-        conn = tail._out_conns[0]
+    if new.out is not None:
+        conn = last._out_conns[0]
         conn.out_owner = new
         conn.outlet = new.out
         new._out_conns[0] = conn
-    idx = builder.logics.index(head)
-    for l in run:
+    idx = builder.logics.index(first)
+    for l in stages:
         builder.logics.remove(l)
     builder.logics.insert(min(idx, len(builder.logics)), new)
