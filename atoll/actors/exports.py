@@ -41,12 +41,30 @@ class ExportedHandle:
 
 
 class ExportTable:
-    """Actor side: the futures and handles of the island's materialized values."""
+    """Actor side: the futures and handles of the island's materialized values.
+
+    When the island ends, ``detach`` takes a final copy of every handle that offers one
+    (``__atoll_detach__``, e.g. test probes with events not consumed yet); the copies travel to
+    the driver with the island's end event, and later calls on the proxies run on those copies, so
+    nothing needs the actor after its island ended. Calls that arrive after ``detach`` answer
+    ``("detached",)`` and are retried by the proxy on the copy."""
 
     def __init__(self):
         self._ids = itertools.count()
         self.handles: Dict[int, Any] = {}
         self.on_future_done: Optional[Callable[[int, Future], None]] = None
+        self._lock = threading.Lock()
+        self._detached = False
+
+    def detach(self) -> Dict[int, Any]:
+        with self._lock:
+            self._detached = True
+            copies = {}
+            for hid, obj in self.handles.items():
+                fn = getattr(obj, "__atoll_detach__", None)
+                if fn is not None:
+                    copies[hid] = fn()
+            return copies
 
     def export(self, value: Any, actor, island: str) -> Any:
         if value is NotUsed or value is Done or type(value) in _PLAIN:
@@ -60,21 +78,29 @@ class ExportTable:
         return ExportedHandle(actor, hid, type(value).__name__, island, isinstance(value, KillSwitch))
 
     def call(self, hid: int, method: str, args, kwargs):
-        obj = self.handles[hid]
-        try:
-            result = getattr(obj, method)(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - the caller gets the original exception
-            return ("err", portable_exception(e))
-        if result is obj:
-            return ("self", None)
-        return ("ok", result)
+        with self._lock:
+            if self._detached:
+                return ("detached", None)
+            obj = self.handles[hid]
+            try:
+                result = getattr(obj, method)(*args, **kwargs)
+            except BaseException as e:  # noqa: BLE001 - the caller gets the original exception
+                return ("err", portable_exception(e))
+            if result is obj:
+                return ("self", None)
+            return ("ok", result)
 
 
 class RemoteHandle:
-    """Driver-side proxy of an object living in an island actor: call its methods as usual."""
+    """Driver-side proxy of an object living in an island actor: call its methods as usual.
+    After the island ended, calls go to the object's final copy if it left one."""
+
+    DETACH_WAIT = 10.0
 
     def __init__(self, exported: ExportedHandle):
         self._x = exported
+        self._copy = None
+        self._copy_ready = threading.Event()
 
     def __repr__(self):
         return f"Remote{self._x.type_name}(island={self._x.island})"
@@ -84,20 +110,47 @@ class RemoteHandle:
             raise AttributeError(name)
         return lambda *args, **kwargs: self._call(name, args, kwargs)
 
+    def __reduce__(self):
+        return (_rebuild_handle, (self._x, self._copy))
+
+    def _detached(self, copy) -> None:
+        """The island ended; ``copy`` (or None) answers from now on (called by the graph monitor)."""
+        self._copy = copy
+        self._copy_ready.set()
+
+    def _call_copy(self, method: str, args, kwargs):
+        x = self._x
+        if self._copy is None:
+            raise StreamDetachedError(f"{x.type_name} of island {x.island!r}: the island has stopped")
+        result = getattr(self._copy, method)(*args, **kwargs)
+        return self if result is self._copy else result
+
     def _call(self, method: str, args, kwargs):
         import ray
         from ray.exceptions import RayActorError
 
         x = self._x
+        if self._copy_ready.is_set():
+            return self._call_copy(method, args, kwargs)
         try:
             kind, value = ray.get(x.actor.call_handle.remote(x.hid, method, args, kwargs))
         except RayActorError:
-            raise StreamDetachedError(f"{x.type_name} of island {x.island!r}: the island has stopped") from None
+            kind, value = "detached", None
+        if kind == "detached":
+            self._copy_ready.wait(self.DETACH_WAIT)
+            return self._call_copy(method, args, kwargs)
         if kind == "self":
             return self
         if kind == "ok":
             return value
         raise value
+
+
+def _rebuild_handle(exported, copy):
+    h = RemoteKillSwitch(exported) if exported.is_kill_switch else RemoteHandle(exported)
+    if copy is not None:
+        h._detached(copy)
+    return h
 
 
 class RemoteKillSwitch(RemoteHandle, KillSwitch):

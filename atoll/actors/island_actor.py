@@ -121,7 +121,8 @@ class IslandActor:
     def _island_done(self, host) -> None:
         self.ended = True
         err = host.error
-        self.events.put(("done", host.state, portable_exception(err) if err is not None else None))
+        copies = self.exports.detach()
+        self.events.put(("done", host.state, portable_exception(err) if err is not None else None, copies))
 
     def _future_done(self, fid: int, fut: Future) -> None:
         exc = fut.exception()

@@ -150,10 +150,15 @@ class RayMaterializer(Materializer):
                 module = p.stages[i][0]
                 shared = getattr(module, "shared", None) if isinstance(module, KillSwitchStage) else None
                 if shared is not None and type(value) is ExportedHandle:
-                    self._link_shared_switch(shared, RemoteKillSwitch(value), running)
+                    remote = RemoteKillSwitch(value)
+                    running.register_handle(p.index, value.hid, remote)
+                    self._link_shared_switch(shared, remote, running)
                     known[(p.index, i)] = shared
                 else:
-                    known[(p.index, i)] = import_value(value, future_for)
+                    imported = import_value(value, future_for)
+                    if type(value) is ExportedHandle:
+                        running.register_handle(p.index, value.hid, imported)
+                    known[(p.index, i)] = imported
         self._register(running)
         ray.get([actors[p.index].run.remote() for p in phases])
         running.start_monitoring()

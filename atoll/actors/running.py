@@ -59,7 +59,7 @@ def _monitor() -> _MonitorThread:
 
 
 class _Island:
-    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "error", "options")
+    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options")
 
     def __init__(self, index: int, name: str, actor, options: dict):
         self.index = index
@@ -69,6 +69,7 @@ class _Island:
         self.ended = False
         self.state = "running"
         self.futures: Dict[int, Future] = {}
+        self.handles: Dict[int, Any] = {}
         self.error: Optional[BaseException] = None
 
 
@@ -91,6 +92,9 @@ class RayRunningGraph:
         return f"RayRunningGraph({self.name}, {len(self._islands)} islands, {state})"
 
     # ------------------------------------------------------------------ setup
+    def register_handle(self, island_index: int, hid: int, proxy) -> None:
+        self._islands_by_index()[island_index].handles[hid] = proxy
+
     def future_for(self, island_index: int) -> Callable[[ExportedFuture], Future]:
         island = self._islands_by_index()[island_index]
 
@@ -137,17 +141,19 @@ class RayRunningGraph:
                 if fut is not None:
                     complete_promise(fut, value) if ok else fail_promise(fut, value)
             elif ev[0] == "done":
-                self._island_ended(island, ev[1], ev[2])
+                self._island_ended(island, ev[1], ev[2], ev[3])
                 return
         self._poll(island)
 
-    def _island_ended(self, island: _Island, state: str, error: Optional[BaseException]) -> None:
+    def _island_ended(self, island: _Island, state: str, error: Optional[BaseException], copies: dict) -> None:
         with self._lock:
             if island.ended:
                 return
             island.ended = True
             island.state = state
             island.error = error
+        for hid, proxy in island.handles.items():
+            proxy._detached(copies.get(hid))
         for fut in island.futures.values():
             fail_promise(fut, AbruptTerminationError(f"island {island.name!r} ended before this value completed"))
         try:
@@ -164,6 +170,8 @@ class RayRunningGraph:
             island.state = "died"
         err = IslandDiedError(island.name, f"{type(cause).__name__}: {cause}")
         island.error = err
+        for proxy in island.handles.values():
+            proxy._detached(None)
         log.warning("island %s died: %r", island.name, cause)
         for fut in island.futures.values():
             fail_promise(fut, err)

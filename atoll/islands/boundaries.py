@@ -173,11 +173,15 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.terminal = ("complete",)
         if self.subscriber is not None:
             self._signal_terminal()
+        else:
+            self.set_keep_going(True)  # stay until the subscriber comes to hear it
 
     def on_upstream_failure(self, exc: BaseException) -> None:
         self.terminal = ("error", exc)
         if self.subscriber is not None:
             self._signal_terminal()
+        else:
+            self.set_keep_going(True)
 
     def _signal_terminal(self) -> None:
         if self.signalled_terminal:
@@ -192,6 +196,13 @@ class OutputBoundary(GraphStageLogic, InHandler):
             self.subscriber.on_complete()
         else:
             self.subscriber.on_error(self.terminal[1])
+
+    def on_island_abort(self, cause: BaseException) -> None:
+        """The island is being torn down with ``cause``: the subscriber fails with it."""
+        self.terminal = ("error", cause)
+        if self.subscriber is not None:
+            self.frame = []
+            self._signal_terminal()
 
     def post_stop(self) -> None:
         if not self.signalled_terminal and self.subscriber is not None:
@@ -328,6 +339,11 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.buffer.clear()
         self._cancel_upstream(cause)
         self.complete_stage()
+
+    def on_island_abort(self, cause: BaseException) -> None:
+        """The island is being torn down with ``cause``: upstream is cancelled with it."""
+        self.buffer.clear()
+        self._cancel_upstream(cause)
 
     def post_stop(self) -> None:
         self._cancel_upstream(AbruptStageTerminationError(f"{self}: island stopped before the stream ended"))

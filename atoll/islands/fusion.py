@@ -314,7 +314,7 @@ class FusedLoop(GraphStageLogic):
             self.chunk_size //= 2
         self.turn.invoke(None)
 
-    def abort(self, cause: BaseException) -> None:
+    def on_island_abort(self, cause: BaseException) -> None:
         """Stop the loop with ``cause`` (the island is being cancelled)."""
         self.sink.fail(cause)
         self.complete_stage()
@@ -329,15 +329,19 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
 
     Chunk sides exchange lists with the neighbouring boundary: an input boundary hands over all it
     has buffered, an output boundary never gets more elements than its current demand. Element
-    sides behave like the replaced stages: one element per pull, no read-ahead."""
+    sides behave like the replaced stages: one element per pull, no read-ahead. Input chunks are
+    worked through in slices whose size adapts so that one handler call stays within a few
+    milliseconds; the rest continues on the next turn, so slow user functions never keep the
+    island from serving kill switches and channel signals."""
 
     MAX_CHUNK = 4096
+    BUDGET = 0.002
 
     def __init__(self, head: str, source: Optional[tuple], ops, names, tail: str, sink: Optional[_SinkState], label: str, out_boundary=None):
         self.head = head
         self.tail = tail
         ins = (Inlet(f"fused[{label}].in"),) if head != "source" else ()
-        outs = (Outlet(f"fused[{label}].out"),) if tail not in ("sink",) else ()
+        outs = (Outlet(f"fused[{label}].out"),) if tail != "sink" else ()
         shape = Shape(ins, outs)
         shape.assign_ids()
         super().__init__(shape)
@@ -351,11 +355,16 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
         self.run_chunk = generate(ops, names, self.sink_kind, chunked=True)
         self.run_one = generate(ops, names, self.sink_kind, chunked=False)
         self.pending: List[Any] = []
+        self.inbuf: Optional[list] = None
+        self.inpos = 0
+        self.slice = 64
+        self.upstream_finished = False
         self.cursor = None
         if self.in_ is not None:
             self.set_handler(self.in_, self)
         if self.out is not None:
             self.set_handler(self.out, self)
+        self._resume = self.get_async_callback(self._work)
 
     def pre_start(self):
         if self.head == "source":
@@ -366,7 +375,7 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
             self.target = self.sink.target()
             self.pull(self.in_)
 
-    # -- producing into pending --------------------------------------------------------------
+    # -- running the ops -----------------------------------------------------------------------
     def _apply(self, data, chunked: bool) -> Optional[BaseException]:
         """Run the ops over ``data``; outputs go to ``pending`` (or the sink). Returns the failure."""
         try:
@@ -383,6 +392,7 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
 
     def _fail(self, exc: BaseException) -> None:
         """Outputs produced before the failure still go out first, as with the unfused stages."""
+        self.inbuf = None
         if self.sink is not None:
             self.sink.fail(exc)
         if self.pending and self.out is not None and not self.is_closed(self.out):
@@ -403,10 +413,13 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
         return out
 
     def _limit(self) -> int:
+        if self.tail == "sink":
+            return 1 << 62
         return 1 if self.tail == "element" else max(1, min(self.out_boundary.demand, self.MAX_CHUNK))
 
-    def _produce_from_source(self, limit: int) -> Optional[BaseException]:
+    def _produce_from_source(self) -> Optional[BaseException]:
         cursor = self.cursor
+        limit = self._limit()
         t0 = time.perf_counter()
         while len(self.pending) < limit and not cursor.done:
             if self.tail == "element":
@@ -418,69 +431,107 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
                 err = self._apply(cursor.chunk(limit - len(self.pending)), True)
             if err is not None:
                 return err
-            if self.pending and time.perf_counter() - t0 > 0.002:
+            if self.pending and time.perf_counter() - t0 > self.BUDGET:
                 break
         return None
 
-    # -- handlers ------------------------------------------------------------------------------
-    def on_pull(self):
-        if self.head == "source" and not self.pending:
-            err = self._produce_from_source(self._limit())
+    def _drain_inbuf(self) -> Optional[BaseException]:
+        """Work through buffered input chunk slices while outputs are wanted and time is left."""
+        inbuf = self.inbuf
+        t0 = time.perf_counter()
+        while self.inpos < len(inbuf) and len(self.pending) < self._limit():
+            n = self.slice
+            part = inbuf[self.inpos : self.inpos + n]
+            self.inpos += len(part)
+            t1 = time.perf_counter()
+            err = self._apply(part, True)
+            if err is not None:
+                return err
+            dt = time.perf_counter() - t1
+            if dt < self.BUDGET / 4 and n < self.MAX_CHUNK:
+                self.slice = n * 2
+            elif dt > self.BUDGET and n > 1:
+                self.slice = max(1, n // 4)
+            if time.perf_counter() - t0 > self.BUDGET:
+                break
+        if self.inpos >= len(inbuf):
+            self.inbuf = None
+        return None
+
+    # -- the state machine -----------------------------------------------------------------
+    def _work(self, _=None) -> None:
+        """Make progress: consume buffered input, hand out outputs, ask for more, or finish."""
+        if self.inbuf is not None:
+            err = self._drain_inbuf()
             if err is not None:
                 self._fail(err)
                 return
-        if self.pending:
+        if self.pending and self.out is not None and self.is_available(self.out):
             self._push_pending()
-        elif self.head == "source":
-            if self.cursor.done:
-                self.complete(self.out)
-        elif not self.has_been_pulled(self.in_) and not self.is_closed(self.in_):
-            self.pull(self.in_)
-        elif self.is_closed(self.in_):
-            self.complete_stage()
+        if self.inbuf is not None:
+            if len(self.pending) < self._limit():
+                self._resume.invoke(None)  # continue on the next turn
+            return
+        if self.pending:
+            return  # wait for the next pull
+        if self.upstream_finished:
+            self._finish()
+        elif self.in_ is not None and not self.has_been_pulled(self.in_) and not self.is_closed(self.in_):
+            if self.tail == "sink" or self.is_available(self.out):
+                self.pull(self.in_)
 
-    def _push_pending(self):
+    def _push_pending(self) -> None:
         if self.tail == "chunk":
             self.push(self.out, self._take(self._limit()))
         else:
             self.push(self.out, self.pending.pop(0))
-        if not self.pending:
-            if self.head == "source":
-                if self.cursor.done:
-                    self.complete(self.out)
-            elif self.is_closed(self.in_):
-                self.complete_stage()
+
+    def _finish(self) -> None:
+        if self.sink is not None:
+            self.sink.complete()
+        self.complete_stage()
+
+    # -- handlers ------------------------------------------------------------------------------
+    def on_pull(self):
+        if self.head == "source":
+            if not self.pending:
+                err = self._produce_from_source()
+                if err is not None:
+                    self._fail(err)
+                    return
+            if self.pending:
+                self._push_pending()
+            if not self.pending and self.cursor.done:
+                self.complete(self.out)
+            return
+        self._work()
 
     def on_push(self):
         data = self.grab(self.in_)
-        err = self._apply(data, self.head == "chunk")
-        if err is not None:
-            self._fail(err)
-            return
-        if self.tail == "sink":
-            self.pull(self.in_)
-        elif self.pending:
-            if self.is_available(self.out):
-                self._push_pending()
+        if self.head == "chunk":
+            self.inbuf = data
+            self.inpos = 0
         else:
-            self.pull(self.in_)
+            err = self._apply(data, False)
+            if err is not None:
+                self._fail(err)
+                return
+        self._work()
 
     def on_upstream_finish(self):
-        if self.tail == "sink":
-            self.sink.complete()
-            self.complete_stage()
-        elif not self.pending:
-            self.complete_stage()
+        self.upstream_finished = True
+        if self.inbuf is None and not self.pending:
+            self._finish()
 
     def on_upstream_failure(self, exc):
+        self.inbuf = None
         if self.sink is not None:
             self.sink.fail(exc)
         self.fail_stage(exc)
 
-    def abort(self, cause: BaseException) -> None:
+    def on_island_abort(self, cause: BaseException) -> None:
         if self.sink is not None:
             self.sink.fail(cause)
-        self.fail_stage(cause)
 
     def post_stop(self):
         if self.sink is not None:

@@ -12,8 +12,9 @@ import logging
 from collections import deque
 from typing import Any, List, Optional
 
-from ..errors import NO_MORE_ELEMENTS_NEEDED, AbruptStageTerminationError, StreamDetachedError
+from ..errors import NO_MORE_ELEMENTS_NEEDED, AbruptStageTerminationError
 from ..markers import Done
+from ..stage.attributes import LogLevels
 from .connection import (
     EMPTY,
     IN_CLOSED,
@@ -131,6 +132,7 @@ class GraphInterpreter:
             self._dec(logic)
             slot = conn.slot
             cause = slot.cause if type(slot) is Cancelled else NO_MORE_ELEMENTS_NEEDED
+            conn.slot = EMPTY
             try:
                 conn.out_handler.on_downstream_finish(cause)
             except Exception as e:  # noqa: BLE001
@@ -172,7 +174,8 @@ class GraphInterpreter:
 
     def _report_error(self, logic, exc: BaseException) -> None:
         name = logic.stage_name
-        log.debug("Error in stage [%s] of %s: %r", name, self.name, exc, exc_info=exc)
+        levels = logic.attributes.get(LogLevels)  # the stage's LogLevels.on_failure, if it sets one
+        log.log(levels.on_failure if levels is not None else logging.DEBUG, "Error in stage [%s] of %s: %r", name, self.name, exc, exc_info=exc)
         if logic._finalized:
             return
         try:
@@ -230,16 +233,20 @@ class GraphInterpreter:
     def run_async_input(self, logic, handler, value, promise) -> None:
         if logic._finalized:
             if promise is not None and not promise.done():
-                promise.set_exception(StreamDetachedError(f"stage {logic} has already stopped"))
+                promise.set_exception(logic._detached())
             return
         self.active = logic
         try:
             handler(value)
-            if promise is not None and not promise.done():
-                promise.set_result(Done)
+            if promise is not None:
+                logic._feedback_dispatched(promise)
+                if not promise.done():
+                    promise.set_result(Done)
         except Exception as e:  # noqa: BLE001
-            if promise is not None and not promise.done():
-                promise.set_exception(e)
+            if promise is not None:
+                logic._feedback_dispatched(promise)
+                if not promise.done():
+                    promise.set_exception(e)
             self._report_error(logic, e)
         self._after_stage_has_run(logic)
         self.active = None
@@ -247,7 +254,18 @@ class GraphInterpreter:
     # ------------------------------------------------------------------ teardown
     def fail_all(self, cause: BaseException, event_limit: int = 1_000_000) -> None:
         """Fail every open connection with ``cause`` (as if each producer failed) and let the
-        failure reach every handler; stages still running afterwards are stopped abruptly."""
+        failure reach every handler; stages still running afterwards are stopped abruptly.
+
+        Stages with an ``on_island_abort(cause)`` hook hear about it first: island boundaries pass
+        ``cause`` on to their peer islands, port-less stages (fused loops) stop with it."""
+        for logic in self.logics:
+            hook = getattr(logic, "on_island_abort", None)
+            if hook is not None and not logic._finalized:
+                self.active = logic
+                try:
+                    hook(cause)
+                except Exception as e:  # noqa: BLE001
+                    self._report_error(logic, e)
         for conn in self.connections:
             if not conn.state & (OUT_CLOSED | IN_CLOSED):
                 self.fail(conn, cause)

@@ -80,10 +80,10 @@ class IslandBuilder:
                 raise IllegalStateError(f"island {self.name}: {c.inlet} of stage [{c.in_owner}] is not connected")
             c.in_handler = c.in_owner._in_handlers[c.inlet.id]
             if c.in_handler is None:
-                raise IllegalStateError(f"No handler defined in stage [{c.in_owner}] for port [{c.inlet.name}]")
+                raise IllegalStateError(f"No handler defined in stage [{c.in_owner}] for in port [{c.inlet.name}]")
             c.out_handler = c.out_owner._out_handlers[c.outlet.id]
             if c.out_handler is None:
-                raise IllegalStateError(f"No handler defined in stage [{c.out_owner}] for port [{c.outlet.name}]")
+                raise IllegalStateError(f"No handler defined in stage [{c.out_owner}] for out port [{c.outlet.name}]")
         for logic in self.logics:
             for i, c in enumerate(logic._in_conns):
                 if c is None:

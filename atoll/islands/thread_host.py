@@ -45,6 +45,7 @@ class IslandHost:
     def __init__(self, name: str, event_limit: int = 2000, inbox_batch: int = 256):
         self.name = name
         self.event_limit = event_limit
+        self.slice = min(16, event_limit)  # grows while turns are quick
         self.inbox_batch = inbox_batch
         self.inbox: SimpleQueue = SimpleQueue()
         self.timers: List[_Scheduled] = []
@@ -127,15 +128,28 @@ class IslandHost:
             if self.on_done is not None:
                 self.on_done(self)
 
+    #: a turn should leave the inbox waiting no longer than this (seconds)
+    TURN_BUDGET = 0.005
+
     def _run_turn(self) -> bool:
-        """One bounded turn of every interpreter with work; returns True while any work is queued."""
+        """One bounded turn of every interpreter with work; returns True while any work is queued.
+
+        A turn is bounded by events and, adaptively, by time: when handlers are slow (user code
+        that takes milliseconds per element) the event budget shrinks so that kill switches,
+        cancellation and channel signals in the inbox are still served within a few handler calls."""
         interps = self.interpreters
-        limit = self.event_limit
+        limit = self.slice
         busy = False
         if len(interps) == 1:
             interp = interps[0]
             if interp.queue:
+                t0 = time.perf_counter()
                 interp.execute(limit)
+                dt = time.perf_counter() - t0
+                if dt > self.TURN_BUDGET * 2 and limit > 1:
+                    self.slice = max(1, limit // 4)
+                elif dt < self.TURN_BUDGET / 2 and limit < self.event_limit:
+                    self.slice = min(self.event_limit, limit * 2)
                 busy = bool(interp.queue)
         else:
             for interp in list(interps):
@@ -160,12 +174,21 @@ class IslandHost:
         empty = inbox.empty
         timers = self.timers
         batch = self.inbox_batch
+        qsize = inbox.qsize
+        clock = time.perf_counter
+        budget = self.TURN_BUDGET
         while True:
-            n = 0
-            while n < batch and not empty():
-                fn, args = get()
-                fn(*args)
-                n += 1
+            # only what is there now (work that re-posts itself waits for the next round), and
+            # never longer than a turn's budget, so interpreter events are not starved
+            n = min(batch, qsize())
+            if n:
+                t0 = clock()
+                while n:
+                    fn, args = get()
+                    fn(*args)
+                    n -= 1
+                    if clock() - t0 > budget:
+                        break
             if timers:
                 self._fire_due_timers()
             busy = self._run_turn()

@@ -68,6 +68,19 @@ class CompletedTraversalBuilder(TraversalBuilder):
     def transform_mat(self, fn: Callable[[Any], Any]) -> "CompletedTraversalBuilder":
         return self._copy(traversal_so_far=self.traversal_so_far.concat(Transform(fn)))
 
+    def add(self, sub: TraversalBuilder, shape, combine: Callable[[Any, Any], Any]) -> TraversalBuilder:
+        """A composite holding this part (first, its value at the bottom of the stack) and ``sub``."""
+        from .composite_builder import BuilderKey, CompositeTraversalBuilder
+
+        key = BuilderKey()
+        first = CompositeTraversalBuilder(
+            steps=(key,), in_slots=self.in_slots, in_offsets=dict(self.in_to_offset), pending_builders={key: self}
+        )
+        return first.add(sub, shape, combine)
+
+    def wire(self, out, in_) -> TraversalBuilder:
+        raise TypeError(f"cannot wire {out} to {in_}: every output of this graph is already wired")
+
 
 class AtomicTraversalBuilder(TraversalBuilder):
     """One stage whose outputs are being wired one by one (fan-out junctions in GraphDSL)."""
@@ -107,17 +120,25 @@ class AtomicTraversalBuilder(TraversalBuilder):
         return AtomicTraversalBuilder(self.module, self.out_to_slot, self.unwired_outs, attributes)
 
     def make_island(self, tag: IslandTag) -> TraversalBuilder:
-        # An island around a single stage: realised when the builder completes (set_attributes does it).
-        from ..stage.attributes import AsyncBoundary
+        # An island around a single stage with open outputs: a composite that carries the tag.
+        from .composite_builder import CompositeTraversalBuilder
 
-        if self.attributes.is_async:
-            return self
-        return self.set_attributes(self.attributes.and_(AsyncBoundary()))
+        return CompositeTraversalBuilder.wrapping(self, self.module.shape).make_island(tag)
 
     def transform_mat(self, fn: Callable[[Any], Any]) -> TraversalBuilder:
         from .composite_builder import CompositeTraversalBuilder
 
         return CompositeTraversalBuilder.wrapping(self, self.module.shape).transform_mat(fn)
+
+    def add(self, sub: TraversalBuilder, shape, combine: Callable[[Any, Any], Any]) -> TraversalBuilder:
+        """A composite holding this stage (first) and ``sub``."""
+        from .composite_builder import CompositeTraversalBuilder
+
+        return CompositeTraversalBuilder.wrapping(self, self.module.shape).add(sub, shape, combine)
+
+    def wire(self, out, in_) -> TraversalBuilder:
+        """Wire an output of this stage to one of its own inputs."""
+        return self.assign(out, self.offset_of(in_) - self.offset_of_module(out))
 
 
 def atomic(module, attributes: Attributes) -> TraversalBuilder:

@@ -190,6 +190,8 @@ class CompositeTraversalBuilder(TraversalBuilder):
 
     @property
     def traversal(self) -> Traversal:
+        if not self.unwired_outs:  # nothing added yet (the empty builder)
+            return self._complete_if_possible().traversal
         raise TypeError(
             f"graph has {self.unwired_outs} unwired output(s): "
             + ", ".join(repr(p) for p in self.out_owners)

@@ -159,6 +159,13 @@ class LinearTraversalBuilder(TraversalBuilder):
         t = self.traversal_so_far.rewire_first_to(relative_slot)
         return self._copy(out_port=None, traversal_so_far=t)
 
+    def wire(self, out, in_) -> "LinearTraversalBuilder":
+        """Wire this chain's open outlet to its own open inlet (a flow wired to itself)."""
+        if self.in_port is None or in_ is not self.in_port:
+            raise ValueError(f"{in_} is not the open inlet of this chain")
+        wired = self.assign(out, self.in_offset - self.offset_of_module(out))
+        return wired._copy(in_port=None)
+
     def _wire_out_to(self, down: "LinearTraversalBuilder") -> Traversal:
         """This chain's complete traversal with its outlet wired to ``down``'s open inlet, assuming
         ``down``'s traversal is placed right before this one."""
@@ -176,18 +183,21 @@ class LinearTraversalBuilder(TraversalBuilder):
         """This chain followed (downstream) by ``to_append``; mat value ``combine(this, appended)``."""
         down = to_append
         if down.is_empty:
-            # the identity contributes NotUsed as the right-hand value
+            # the identity contributes its value (NotUsed, possibly transformed) as the right-hand one
             if combine is Keep.left:
                 return self
-            if combine is Keep.right or combine is Keep.none:
+            if combine is Keep.right:
+                ops = Pop.concat(down.traversal_so_far)
+            elif combine is Keep.none:
                 ops = Pop.concat(PushNotUsed)
             else:
-                ops = PushNotUsed.concat(Compose(combine))
+                ops = down.traversal_so_far.concat(Compose(combine))
             return self._copy(traversal_so_far=self.traversal_so_far.concat(ops))
         if self.is_empty:
             if combine is Keep.right:
                 return down
-            return down._copy(traversal_so_far=down.traversal_so_far.concat(add_mat_compose(PushNotUsed, combine)))
+            # the identity's value (NotUsed, possibly transformed) is the left-hand one
+            return down._copy(traversal_so_far=down.traversal_so_far.concat(add_mat_compose(self.traversal_so_far, combine)))
         if self.out_port is None:
             raise ValueError("cannot append to a chain that has no open output (a Sink or runnable graph)")
         if down.in_port is None:

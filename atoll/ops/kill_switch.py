@@ -98,6 +98,11 @@ class SharedKillSwitch(KillSwitch):
         _check_exc(exc)
         self._signal.trigger(("abort", exc))
 
+    def __reduce__(self):
+        # a copy in another process (an island actor) starts in the same state; the Ray
+        # materializer links the driver's switch to the copies in the islands it starts
+        return (_restore_shared, (self.name, self._signal.result))
+
     def flow(self):
         """A pass-through Flow controlled by this switch; it materializes the switch itself."""
         from ..dsl.flow import Flow
@@ -106,6 +111,12 @@ class SharedKillSwitch(KillSwitch):
 
     def __repr__(self):
         return f"SharedKillSwitch({self.name})"
+
+
+def _restore_shared(name: str, result) -> "SharedKillSwitch":
+    switch = SharedKillSwitch(name)
+    switch._signal.result = result
+    return switch
 
 
 class KillSwitchStage(FlowStage):

@@ -76,14 +76,18 @@ class InOutHandler(InHandler, OutHandler):
         OutHandler.__init__(self, **{k: v for k, v in callbacks.items() if k not in in_keys})
 
 
+def _ignore_push() -> None:
+    pass
+
+
 def eager_terminate_input() -> InHandler:
-    """Completes/fails the stage when upstream finishes; pushes are an error."""
-    return InHandler()
+    """Completes/fails the stage when upstream finishes; pushes are ignored."""
+    return InHandler(on_push=_ignore_push)
 
 
 def ignore_terminate_input() -> InHandler:
-    """Ignores upstream completion (the stage decides when to stop)."""
-    return InHandler(on_upstream_finish=lambda: None)
+    """Ignores pushes and upstream completion (the stage decides when to stop); failure fails the stage."""
+    return InHandler(on_push=_ignore_push, on_upstream_finish=lambda: None)
 
 
 def eager_terminate_output() -> OutHandler:

@@ -30,6 +30,7 @@ from ..islands.connection import (
     OUT_READY,
     PULL_START_FLIP,
     PUSH_START_FLIP,
+    Cancelled,
     Failed,
 )
 from ..markers import Done
@@ -39,6 +40,7 @@ from .ports import Inlet, Outlet
 from .shapes import Shape
 
 _pending_lock = threading.Lock()
+_STOPPED = object()  # GraphStageLogic._feedback once the stage has stopped
 
 
 class GraphStageLogic:
@@ -63,6 +65,7 @@ class GraphStageLogic:
         "_counter",
         "_finalized",
         "_pending_async",
+        "_feedback",
         "attributes",
         "stage_name",
         "__weakref__",
@@ -86,6 +89,7 @@ class GraphStageLogic:
         self._counter = 0
         self._finalized = False
         self._pending_async = None
+        self._feedback = None
         self.attributes = Attributes.none
         self.stage_name = type(self).__name__
 
@@ -146,7 +150,10 @@ class GraphStageLogic:
     def pull(self, in_: Inlet) -> None:
         """Ask upstream for one element; ``on_push`` follows when it arrives."""
         conn = self._in_conns[in_.id]
-        st = conn.state
+        try:
+            st = conn.state
+        except AttributeError:
+            raise self._not_initialized() from None
         if st & (IN_READY | IN_CLOSED | OUT_CLOSED) == IN_READY:
             conn.state = st ^ PULL_START_FLIP
             self._enqueue(conn)
@@ -166,30 +173,43 @@ class GraphStageLogic:
     def grab(self, in_: Inlet) -> Any:
         """Take the element that arrived with ``on_push``."""
         conn = self._in_conns[in_.id]
-        elem = conn.slot
-        if conn.state & (IN_READY | IN_FAILED) == IN_READY and elem is not EMPTY:
+        try:
+            elem = conn.slot
+        except AttributeError:
+            raise self._not_initialized() from None
+        if conn.state & (IN_READY | IN_FAILED | IN_CLOSED) == IN_READY and elem is not EMPTY:
             conn.slot = EMPTY
             return elem
+        # slow path: the port was completed, failed or cancelled meanwhile
         if not self.is_available(in_):
             raise PortStateError(f"Cannot get element from already empty input port ({in_.name}) of stage {self}")
-        failed = conn.slot
-        conn.slot = Failed(failed.ex, EMPTY)
-        return failed.previous
+        if conn.state & IN_FAILED:
+            conn.slot = Failed(elem.ex, EMPTY)
+            return elem.previous
+        conn.slot = EMPTY  # completed, element still waiting
+        return elem
 
     def cancel(self, in_: Inlet, cause: Optional[BaseException] = None) -> None:
         """Tell upstream no more elements are needed (with ``cause``, default ``NoMoreElementsNeeded``)."""
-        self._interpreter.cancel(self._in_conns[in_.id], NO_MORE_ELEMENTS_NEEDED if cause is None else cause)
+        interp = self._interpreter
+        if interp is None:
+            raise self._not_initialized()
+        interp.cancel(self._in_conns[in_.id], NO_MORE_ELEMENTS_NEEDED if cause is None else cause)
 
     def is_available(self, port) -> bool:
         """Inlet: an element can be grabbed. Outlet: downstream has pulled and may be pushed to."""
         if isinstance(port, Inlet):
             conn = self._in_conns[port.id]
             st = conn.state
-            if st & (IN_READY | IN_FAILED) == IN_READY:
+            if st & (IN_READY | IN_FAILED | IN_CLOSED) == IN_READY:
                 return conn.slot is not EMPTY
+            if st & (IN_READY | IN_FAILED | IN_CLOSED) == (IN_READY | IN_CLOSED):
+                # completed with an element still to grab; a cancelled port has discarded its element
+                slot = conn.slot
+                return slot is not EMPTY and type(slot) is not Cancelled
             if st & (IN_READY | IN_FAILED) == (IN_READY | IN_FAILED):
                 slot = conn.slot
-                return isinstance(slot, Failed) and slot.previous is not EMPTY
+                return type(slot) is Failed and slot.previous is not EMPTY
             return False
         return self._out_conns[port.id].state & (OUT_READY | OUT_CLOSED) == OUT_READY
 
@@ -206,7 +226,10 @@ class GraphStageLogic:
     def push(self, out: Outlet, elem: Any) -> None:
         """Send ``elem`` downstream; allowed once per ``on_pull``."""
         conn = self._out_conns[out.id]
-        st = conn.state
+        try:
+            st = conn.state
+        except AttributeError:
+            raise self._not_initialized() from None
         if st & (OUT_READY | OUT_CLOSED | IN_CLOSED) == OUT_READY and elem is not None:
             conn.state = st ^ PUSH_START_FLIP
             conn.slot = elem
@@ -228,15 +251,27 @@ class GraphStageLogic:
 
     def complete(self, out: Outlet) -> None:
         """Complete ``out`` (after any pending ``emit`` on it)."""
+        interp = self._interpreter
+        if interp is None:
+            raise self._not_initialized()
         handler = self._out_handlers[out.id]
         if isinstance(handler, _Emitting):
             handler.add_follow_up(_EmittingCompletion(self, out, handler.previous))
         else:
-            self._interpreter.complete(self._out_conns[out.id])
+            interp.complete(self._out_conns[out.id])
 
     def fail(self, out: Outlet, exc: BaseException) -> None:
         """Fail ``out`` with ``exc``."""
-        self._interpreter.fail(self._out_conns[out.id], exc)
+        interp = self._interpreter
+        if interp is None:
+            raise self._not_initialized()
+        interp.fail(self._out_conns[out.id], exc)
+
+    def _not_initialized(self) -> IllegalStateError:
+        return IllegalStateError(
+            f"{self}: not yet initialized: only set_handler is allowed in the GraphStageLogic constructor "
+            "(use pre_start for anything that touches ports)"
+        )
 
     # ------------------------------------------------------------------ whole stage
     def complete_stage(self) -> None:
@@ -258,6 +293,8 @@ class GraphStageLogic:
 
     def _internal_complete_stage(self, cancel_cause: BaseException, failure: Optional[BaseException]) -> None:
         interp = self._interpreter
+        if interp is None:
+            raise self._not_initialized()
         for conn in self._in_conns:
             interp.cancel(conn, cancel_cause)
         for i, conn in enumerate(self._out_conns):
@@ -348,24 +385,9 @@ class GraphStageLogic:
             on_close()
         else:
             previous = self._in_handlers[in_.id]
-            logic = self
-
-            class _Reading(InHandler):
-                def on_push(self_inner):
-                    elem = logic.grab(in_)
-                    logic.set_handler(in_, previous)
-                    and_then(elem)
-
-                def on_upstream_finish(self_inner):
-                    logic.set_handler(in_, previous)
-                    on_close()
-                    previous.on_upstream_finish()
-
-                def on_upstream_failure(self_inner, exc):
-                    logic.set_handler(in_, previous)
-                    previous.on_upstream_failure(exc)
-
-            self.set_handler(in_, _Reading())
+            if isinstance(previous, _Reading):
+                raise IllegalStateError(f"{self}: already reading on inlet {in_}")
+            self.set_handler(in_, _Reading(self, in_, previous, and_then, on_close))
             if not self.has_been_pulled(in_):
                 self.pull(in_)
 
@@ -388,31 +410,31 @@ class GraphStageLogic:
         self.read(in_, step, lambda: on_complete(got))
 
     def pass_along(self, from_: Inlet, to: Outlet, do_finish: bool = True, do_fail: bool = True, do_pull: bool = False) -> None:
-        """Forward every element from ``from_`` to ``to`` (optionally finishing ``to`` with ``from_``)."""
+        """Forward every element from ``from_`` to ``to`` (emitting, then pulling again). ``do_finish`` /
+        ``do_fail``: completion / failure of ``from_`` completes / fails the stage (otherwise it is
+        ignored); ``do_pull``: pull ``from_`` once right away."""
         logic = self
-        previous = self._in_handlers[from_.id]
+
+        def pull_again():
+            logic.try_pull(from_)
 
         class _PassAlong(InHandler):
             def on_push(self_inner):
-                elem = logic.grab(from_)
-                logic.emit(to, elem, lambda: logic.try_pull(from_))
+                logic.emit(to, logic.grab(from_), pull_again)
 
             def on_upstream_finish(self_inner):
                 if do_finish:
                     logic.complete_stage()
-                else:
-                    previous.on_upstream_finish()
 
             def on_upstream_failure(self_inner, exc):
                 if do_fail:
                     logic.fail_stage(exc)
-                else:
-                    previous.on_upstream_failure(exc)
 
-        if self.is_available(from_):
-            self.emit(to, self.grab(from_))
-        if do_finish and self.is_closed(from_):
-            self.complete_stage()
+        if self._interpreter is not None:
+            if self.is_available(from_):
+                self.emit(to, self.grab(from_), pull_again)
+            if do_finish and self.is_closed(from_):
+                self.complete_stage()
         self.set_handler(from_, _PassAlong())
         if do_pull:
             self.try_pull(from_)
@@ -423,6 +445,17 @@ class GraphStageLogic:
         return AsyncCallback(self, handler)
 
     def _invoke_async(self, handler, value, promise) -> None:
+        if promise is not None:
+            # track the promise so that it fails with StreamDetachedError if the stage stops first
+            with _pending_lock:
+                feedback = self._feedback
+                if feedback is not _STOPPED:
+                    if feedback is None:
+                        feedback = self._feedback = set()
+                    feedback.add(promise)
+            if feedback is _STOPPED:
+                promise.set_exception(self._detached())
+                return
         interp = self._interpreter
         if interp is None:
             with _pending_lock:
@@ -433,24 +466,40 @@ class GraphStageLogic:
                     self._pending_async.append((handler, value, promise))
                     return
         if self._finalized:
-            if promise is not None:
-                promise.set_exception(StreamDetachedError(f"stage {self} has already stopped"))
-            return
+            return  # dropped; a tracked promise is failed by _after_post_stop
         interp.post_async(self, handler, value, promise)
+
+    def _feedback_dispatched(self, promise) -> None:
+        with _pending_lock:
+            feedback = self._feedback
+            if feedback is not None and feedback is not _STOPPED:
+                feedback.discard(promise)
+
+    def _detached(self) -> StreamDetachedError:
+        return StreamDetachedError(f"stage {self} stopped before the async invocation was processed")
 
     def _attach(self, interpreter, stage_id: int) -> None:
         """Bind to the interpreter (called by the island builder before ``pre_start``)."""
         self.stage_id = stage_id
         self._enqueue = interpreter.enqueue
         with _pending_lock:
-            self._interpreter = interpreter
+            # hand over the invocations buffered before the start first, so that later ones stay behind them
             pending, self._pending_async = self._pending_async, None
-        if pending:
-            for handler, value, promise in pending:
-                interpreter.post_async(self, handler, value, promise)
+            if pending:
+                for handler, value, promise in pending:
+                    interpreter.post_async(self, handler, value, promise)
+            self._interpreter = interpreter
 
     def _after_post_stop(self) -> None:
-        """Internal cleanup after ``post_stop`` (timers, async callbacks)."""
+        """Internal cleanup after ``post_stop`` (timers, async callbacks): outstanding
+        ``invoke_with_feedback`` futures fail with ``StreamDetachedError``."""
+        with _pending_lock:
+            feedback, self._feedback = self._feedback, _STOPPED
+        if feedback is not None and feedback is not _STOPPED:
+            exc = self._detached()
+            for promise in feedback:
+                if not promise.done():
+                    promise.set_exception(exc)
 
 
 class AsyncCallback:
@@ -484,6 +533,32 @@ def _prepend(first, it):
     yield from it
 
 
+class _Reading(InHandler):
+    """Temporary in-handler installed by ``read``; restores ``previous`` when the element arrives."""
+
+    def __init__(self, logic: GraphStageLogic, in_: Inlet, previous, and_then, on_close):
+        self.logic = logic
+        self.in_ = in_
+        self.previous = previous
+        self.and_then = and_then
+        self.on_close = on_close
+
+    def on_push(self) -> None:
+        logic = self.logic
+        elem = logic.grab(self.in_)
+        logic.set_handler(self.in_, self.previous)
+        self.and_then(elem)
+
+    def on_upstream_finish(self) -> None:
+        self.logic.set_handler(self.in_, self.previous)
+        self.on_close()
+        self.previous.on_upstream_finish()
+
+    def on_upstream_failure(self, exc: BaseException) -> None:
+        self.logic.set_handler(self.in_, self.previous)
+        self.previous.on_upstream_failure(exc)
+
+
 class _Emitting(OutHandler):
     """Temporary out-handler installed by ``emit``; restores ``previous`` when its elements are out."""
 
@@ -510,7 +585,14 @@ class _Emitting(OutHandler):
                 nxt = self.follow_ups[0]
                 nxt.follow_ups = self.follow_ups[1:] + nxt.follow_ups
                 if isinstance(nxt, _EmittingCompletion):
-                    logic.complete(out)
+                    if nxt.follow_ups:
+                        # elements queued after the completion still go out before it
+                        head = nxt.follow_ups[0]
+                        head.follow_ups = nxt.follow_ups[1:] + head.follow_ups + [nxt]
+                        nxt.follow_ups = []
+                        logic.set_handler(out, head)
+                    else:
+                        logic.complete(out)
                 else:
                     logic.set_handler(out, nxt)
 
@@ -546,4 +628,6 @@ class _EmittingCompletion(_Emitting):
         super().__init__(logic, out, previous, None)
 
     def on_pull(self) -> None:
-        self.logic.complete(self.out)
+        logic = self.logic
+        logic.set_handler(self.out, self.previous)
+        logic.complete(self.out)

@@ -37,6 +37,16 @@ class _EventQueue:
         except queue.Empty:
             raise AssertionError(f"{self.owner}: timeout ({timeout}s) while waiting for {what}") from None
 
+    def snapshot(self) -> List[tuple]:
+        """Every event not consumed yet, in order (the queue is left empty)."""
+        out = list(self.stash)
+        self.stash = []
+        while True:
+            try:
+                out.append(self.q.get_nowait())
+            except queue.Empty:
+                return out
+
     def peek_none(self, seconds: float) -> Optional[tuple]:
         if self.stash:
             return self.stash[0]
@@ -61,6 +71,23 @@ class TestPublisherProbe:
         self._seq = 0
         self._expected_request_seq = 0
         self.pending = 0  # demand received and not yet used by send_next
+
+    def __atoll_detach__(self) -> "TestPublisherProbe":
+        """A copy for the driver once the probe's island has ended: it holds the demand and
+        cancellation events not consumed yet; elements sent to it go nowhere."""
+        copy = TestPublisherProbe(self.timeout)
+        copy._events.stash = [ev for ev in self._events.snapshot() if ev[0] != "subscribe"]
+        copy._subscriber = _EndedChannel()
+        copy._seq = self._seq
+        copy._expected_request_seq = self._expected_request_seq
+        copy.pending = self.pending
+        return copy
+
+    def __reduce__(self):
+        return (
+            _rebuild_publisher,
+            (self.timeout, self._events.stash, self._seq, self._expected_request_seq, self.pending),
+        )
 
     # -- publisher protocol (called from the stream's island) --------------------------------
     def subscribe(self, subscriber) -> None:
@@ -181,6 +208,20 @@ class TestSubscriberProbe:
         self._subscription = None
         self._request_seq = 0
         self._expected_frame = 0
+
+    def __atoll_detach__(self) -> "TestSubscriberProbe":
+        """A copy for the driver once the probe's island has ended (see ``atoll.actors.exports``):
+        it holds the events not consumed yet; demand and cancel signals go nowhere."""
+        copy = TestSubscriberProbe(self.timeout)
+        copy._events.stash = [ev for ev in self._events.snapshot() if ev[0] != "subscribe"]
+        copy._subscription = _EndedChannel()
+        copy._request_seq = self._request_seq
+        copy._expected_frame = self._expected_frame
+        return copy
+
+    def __reduce__(self):
+        # only detached copies travel (live probes stay in their island as handles)
+        return (_rebuild_subscriber, (self.timeout, self._events.stash, self._request_seq, self._expected_frame))
 
     # -- subscriber protocol (called from the stream's island) ---------------------------------
     def on_subscribe(self, subscription) -> None:
@@ -353,6 +394,32 @@ class TestSubscriberProbe:
                 return out
             else:
                 raise AssertionError(f"TestSubscriberProbe: stream failed with {ev[1]!r}") from ev[1]
+
+
+class _EndedChannel:
+    """The peer of a probe whose stream has ended: every signal is dropped (as after completion)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def _rebuild_subscriber(timeout, stash, request_seq, expected_frame) -> TestSubscriberProbe:
+    p = TestSubscriberProbe(timeout)
+    p._events.stash = list(stash)
+    p._subscription = _EndedChannel()
+    p._request_seq = request_seq
+    p._expected_frame = expected_frame
+    return p
+
+
+def _rebuild_publisher(timeout, stash, seq, expected_request_seq, pending) -> TestPublisherProbe:
+    p = TestPublisherProbe(timeout)
+    p._events.stash = list(stash)
+    p._subscriber = _EndedChannel()
+    p._seq = seq
+    p._expected_request_seq = expected_request_seq
+    p.pending = pending
+    return p
 
 
 class _ProbeSource(SourceStage):

@@ -1,0 +1,41 @@
+"""Ray fixtures: one local Ray session per test module, and a check that no island actor outlives a test."""
+from __future__ import annotations
+
+import os
+import pytest
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+import ray  # noqa: E402
+
+from atoll import Materializer  # noqa: E402
+from atoll.testkit import assert_all_stages_stopped  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    if ray.is_initialized():
+        ray.shutdown()
+    # test modules are imported by name (no packages): let workers import them too
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    ctx = ray.init(num_cpus=4, include_dashboard=True, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    import ray_helpers
+
+    ray_helpers.DASHBOARD = ctx.dashboard_url
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_mat(ray_session):
+    m = Materializer.ray(start_timeout=30)
+    yield m
+    m.shutdown()
+
+
+@pytest.fixture
+def rmat(ray_mat):
+    """The module's Ray materializer; every graph a test starts must have ended at teardown."""
+    yield ray_mat
+    assert_all_stages_stopped(ray_mat, timeout=15.0)
