@@ -70,6 +70,12 @@ class Blueprint:
         """Alias of ``island``."""
         return self.island(**ray_actor_options)
 
+    def __rshift__(self, other):
+        """``source >> flow >> sink`` inside a GraphDSL build function (adds and connects them)."""
+        from .graph_dsl import connect_sugar
+
+        return connect_sugar(self, other)
+
     def map_materialized_value(self: B, fn: Callable[[Any], Any]) -> B:
         """Transform the materialized value with ``fn``."""
         if not callable(fn):

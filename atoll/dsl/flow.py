@@ -8,11 +8,12 @@ from ..stage.ports import Inlet, Outlet
 from ..stage.shapes import FlowShape
 from .blueprint import Blueprint, builder_of
 from .flow_ops import FlowOps
+from .graph_ops import GraphOps
 from .keep import Keep
 from .source import _check_flow, _check_sink, _linear
 
 
-class Flow(FlowOps, Blueprint):
+class Flow(FlowOps, GraphOps, Blueprint):
     """``Flow()`` is the identity flow that starts a reusable chain: ``Flow().map(f).filter(p)``."""
 
     __slots__ = ()

@@ -9,6 +9,7 @@ from ..ops import sources as S
 from ..stage.shapes import SourceShape
 from .blueprint import Blueprint, builder_of
 from .flow_ops import FlowOps
+from .graph_ops import GraphOps
 from .keep import Keep
 from .runnable_graph import RunnableGraph
 
@@ -17,7 +18,7 @@ def _linear(graph, combine=Keep.right) -> LinearTraversalBuilder:
     return LinearTraversalBuilder.from_builder(builder_of(graph), graph.shape, combine)
 
 
-class Source(FlowOps, Blueprint):
+class Source(FlowOps, GraphOps, Blueprint):
     """Emits elements downstream; compose with ``via``/``to`` and run with ``run_with``."""
 
     __slots__ = ()

@@ -24,6 +24,12 @@ class Port:
         p.mapped_to = self
         return p
 
+    def __rshift__(self, other):
+        """``out >> in_`` / ``out >> flow >> in_``: connect inside a GraphDSL build function."""
+        from ..dsl.graph_dsl import connect_sugar
+
+        return connect_sugar(self, other)
+
     def origin(self) -> "Port":
         """The port this one was (transitively) copied from."""
         p = self

@@ -36,6 +36,12 @@ class Shape:
         """A shape of the same kind with fresh ports mapped to these."""
         return Shape([p.carbon_copy() for p in self.inlets], [p.carbon_copy() for p in self.outlets])
 
+    def __rshift__(self, other):
+        """``shape >> ...`` inside a GraphDSL build function: connects the shape's single outlet."""
+        from ..dsl.graph_dsl import connect_sugar
+
+        return connect_sugar(self, other)
+
     def has_same_ports_as(self, other: "Shape") -> bool:
         return set(map(id, self.inlets)) == set(map(id, other.inlets)) and set(map(id, self.outlets)) == set(
             map(id, other.outlets)

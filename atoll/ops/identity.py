@@ -1,0 +1,24 @@
+"""Identity: the stage that passes every element through (what the empty ``Flow()`` becomes when a
+graph needs a real stage with ports, e.g. when it is added to a GraphDSL builder)."""
+from __future__ import annotations
+
+from .base import FlowLogic, FlowStage
+
+
+class Identity(FlowStage):
+    """Passes elements on unchanged.
+
+    **Emits when** upstream emits. **Backpressures when** downstream backpressures.
+    **Completes when** upstream completes. **Cancels when** downstream cancels."""
+
+    fusible = "identity"
+
+    def __init__(self):
+        super().__init__("identity")
+
+    def create_logic(self, attributes):
+        class Logic(FlowLogic):
+            def on_push(self):
+                self.push(self.out, self.grab(self.in_))
+
+        return Logic(self)
