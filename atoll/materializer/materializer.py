@@ -104,11 +104,13 @@ _default_lock = threading.Lock()
 
 
 def default_materializer() -> Materializer:
-    """The process-wide materializer used by ``run()`` without an argument (created on first use)."""
+    """The process-wide materializer used by ``run()`` without an argument: ``Materializer.ray()``,
+    created on first use (which starts a local Ray if none is running). ``set_default_materializer``
+    changes it, e.g. to ``Materializer.local()`` for quick scripts."""
     global _default
     with _default_lock:
         if _default is None or _default.is_shutdown:
-            _default = Materializer.local()
+            _default = Materializer.ray()
         return _default
 
 
