@@ -168,7 +168,8 @@ class RayRunningGraph:
                 return
             island.ended = True
             island.state = "died"
-        err = IslandDiedError(island.name, f"{type(cause).__name__}: {cause}")
+        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        err = IslandDiedError(island.name, f"{type(cause).__name__}: {first_line}".rstrip(": "))
         island.error = err
         for proxy in island.handles.values():
             proxy._detached(None)

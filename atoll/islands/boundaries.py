@@ -75,6 +75,7 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.max_frame = max_frame
         self.window = window
         self.in_flight = 0  # frames sent whose delivery the transport has not confirmed yet
+        self.sent = 0  # elements sent (for progress reports)
         self.subscriber = None
         self.demand = 0
         self.frame: list = []
@@ -157,6 +158,7 @@ class OutputBoundary(GraphStageLogic, InHandler):
                 self.frame = []
             seq = self.frame_seq
             self.frame_seq = seq + 1
+            self.sent += len(frame)
             confirmation = self.subscriber.on_next(seq, frame)
             if confirmation is not None:
                 self.in_flight += 1
@@ -228,6 +230,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.buffer: deque = deque()
         self.outstanding = 0
         self.consumed = 0
+        self.received = 0  # elements received (for progress reports)
         self.frame_seq = 0
         self.request_seq = 0
         self.upstream_completed = False
@@ -266,6 +269,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self._fail_channel(SpecViolationError(f"{self}: input buffer overrun: {n} elements for {self.outstanding} requested"))
             return
         self.outstanding -= n
+        self.received += n
         buf = self.buffer
         buf.extend(frame)
         if buf and self.is_available(self.out):

@@ -253,11 +253,14 @@ class GraphInterpreter:
 
     # ------------------------------------------------------------------ teardown
     def fail_all(self, cause: BaseException, event_limit: int = 1_000_000) -> None:
-        """Fail every open connection with ``cause`` (as if each producer failed) and let the
-        failure reach every handler; stages still running afterwards are stopped abruptly.
+        """Tear the island down with ``cause`` so that every stage hears it through its handlers.
 
-        Stages with an ``on_island_abort(cause)`` hook hear about it first: island boundaries pass
-        ``cause`` on to their peer islands, port-less stages (fused loops) stop with it."""
+        The failure starts where elements start: stages with an ``on_island_abort(cause)`` hook
+        hear about it first (island boundaries pass ``cause`` to their peer islands, port-less
+        fused loops stop with it), then every stage without inlets (sources, input boundaries)
+        fails with ``cause``, and the failure flows downstream through the usual handlers while
+        cancellation flows upstream. Stages still running after that (a cycle without a source,
+        keep-going stages) fail too; whatever is left is stopped abruptly."""
         for logic in self.logics:
             hook = getattr(logic, "on_island_abort", None)
             if hook is not None and not logic._finalized:
@@ -266,12 +269,18 @@ class GraphInterpreter:
                     hook(cause)
                 except Exception as e:  # noqa: BLE001
                     self._report_error(logic, e)
-        for conn in self.connections:
-            if not conn.state & (OUT_CLOSED | IN_CLOSED):
-                self.fail(conn, cause)
-        for logic in self.logics:
-            self._after_stage_has_run(logic)
-        self.execute(event_limit)
+                self._after_stage_has_run(logic)
+        for sources_only in (True, False):
+            for logic in self.logics:
+                if logic._finalized or (sources_only and logic._in_conns):
+                    continue
+                self.active = logic
+                try:
+                    logic.fail_stage(cause)
+                except Exception as e:  # noqa: BLE001
+                    log.error("failing stage [%s] raised %r", logic.stage_name, e)
+                self._after_stage_has_run(logic)
+            self.execute(event_limit)
         self.finish()
 
     def finish(self) -> None:

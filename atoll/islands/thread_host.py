@@ -91,13 +91,19 @@ class IslandHost:
         self._flush()
 
     def info(self) -> dict:
+        """State and progress: elements received/sent through the island's channel boundaries."""
+        from .boundaries import InputBoundary, OutputBoundary
+
         interp = self.interpreter
+        logics = interp.logics if interp is not None else []
         return {
             "name": self.name,
             "state": self.state,
             "running_stages": sum(i.running_stages for i in self.interpreters),
-            "stages": len(interp.logics) if interp is not None else 0,
+            "stages": len(logics),
             "substreams": max(0, len(self.interpreters) - 1),
+            "elements_in": sum(l.received for l in logics if isinstance(l, InputBoundary)),
+            "elements_out": sum(l.sent for l in logics if isinstance(l, OutputBoundary)),
         }
 
     # ------------------------------------------------------------------ the loop
