@@ -167,7 +167,7 @@ class IslandActor:
 
     # ------------------------------------------------------------------ channel signals (subscriber side)
     @ray.method(concurrency_group="data")
-    def on_next(self, ch: int, seq: int, payload: bytes, refs: list) -> None:
+    def on_next(self, ch: int, seq: int, payload: bytes, refs) -> None:
         frame = decode(payload, refs)
         b = self.inputs.get(ch)
         if b is not None:
@@ -199,10 +199,16 @@ class IslandActor:
             b.publisher_ref.subscribe(RemoteSubscriberRef(subscriber_actor, ch))
 
     @ray.method(concurrency_group="signals")
-    def request(self, ch: int, n: int, seq: int) -> None:
+    def request(self, ch: int, n: int, seq: int, acked=None) -> None:
         b = self.outputs.get(ch)
         if b is not None:
-            b.publisher_ref.request(n, seq)
+            b.publisher_ref.request(n, seq, acked)
+
+    @ray.method(concurrency_group="signals")
+    def ack(self, ch: int, frames: int) -> None:
+        b = self.outputs.get(ch)
+        if b is not None:
+            b.publisher_ref.ack(frames)
 
     @ray.method(concurrency_group="signals")
     def cancel(self, ch: int, cause: BaseException) -> None:

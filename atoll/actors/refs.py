@@ -3,9 +3,9 @@
 A boundary logic talks to its peer through a *ref* with the protocol methods; these refs turn each
 signal into a call on the peer island's actor, tagged with the channel id. Data signals (frames and
 terminal signals) go to the actor's ordered ``data`` concurrency group; demand and cancellation go
-to its ``control`` group, so they are served even while frames are queued. ``on_next`` returns a
-future that completes when the peer has taken the frame: the output boundary uses it to keep a
-bounded window of frames in flight.
+to its ``signals`` group, so they are served even while frames are queued. The subscriber confirms the
+frames it received (in its requests, or with ``ack`` every few frames), which lets the output
+boundary keep a bounded window of frames in flight without a reply per call.
 """
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class RemotePublisherRef:
 
     __slots__ = ("actor", "ch", "own_actor")
 
+    #: the subscriber confirms received frames (with its requests, or ``ack`` every few frames)
+    windowed = True
+
     def __init__(self, actor, ch: int, own_actor):
         self.actor = actor
         self.ch = ch
@@ -28,8 +31,11 @@ class RemotePublisherRef:
         # the publisher's island answers to our actor, which routes by channel id
         self.actor.subscribe.remote(self.ch, self.own_actor)
 
-    def request(self, n: int, seq: int) -> None:
-        self.actor.request.remote(self.ch, n, seq)
+    def request(self, n: int, seq: int, acked=None) -> None:
+        self.actor.request.remote(self.ch, n, seq, acked)
+
+    def ack(self, frames: int) -> None:
+        self.actor.ack.remote(self.ch, frames)
 
     def cancel(self, cause: BaseException) -> None:
         self.actor.cancel.remote(self.ch, cause)
@@ -40,6 +46,9 @@ class RemoteSubscriberRef:
 
     __slots__ = ("actor", "ch")
 
+    #: the publisher keeps at most ``window`` unconfirmed frames in flight
+    windowed = True
+
     def __init__(self, actor, ch: int):
         self.actor = actor
         self.ch = ch
@@ -47,9 +56,9 @@ class RemoteSubscriberRef:
     def on_subscribe(self, _local_publisher) -> None:
         self.actor.on_subscribe.remote(self.ch)
 
-    def on_next(self, seq: int, frame: list) -> Any:
+    def on_next(self, seq: int, frame: list) -> None:
         payload, refs = encode(frame)
-        return self.actor.on_next.remote(self.ch, seq, payload, refs).future()
+        self.actor.on_next.remote(self.ch, seq, payload, refs or None)
 
     def on_complete(self) -> None:
         self.actor.on_complete.remote(self.ch)

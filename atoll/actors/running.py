@@ -59,7 +59,7 @@ def _monitor() -> _MonitorThread:
 
 
 class _Island:
-    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options")
+    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable")
 
     def __init__(self, index: int, name: str, actor, options: dict):
         self.index = index
@@ -71,6 +71,7 @@ class _Island:
         self.futures: Dict[int, Future] = {}
         self.handles: Dict[int, Any] = {}
         self.error: Optional[BaseException] = None
+        self.unavailable = 0
 
 
 class RayRunningGraph:
@@ -126,14 +127,25 @@ class RayRunningGraph:
         # hand the result to the monitor thread, which does the work.
         ref.future().add_done_callback(lambda f: _monitor().put((self._on_poll, island, f)))
 
+    #: an actor that answers "temporarily unavailable" this many times in a row is taken as dead
+    UNAVAILABLE_RETRIES = 6
+
     def _on_poll(self, island: _Island, f) -> None:
         if island.ended:
             return
         try:
             events = f.result()
+        except ray.exceptions.ActorUnavailableError as e:
+            island.unavailable += 1
+            if island.unavailable >= self.UNAVAILABLE_RETRIES:
+                self._island_died(island, e)
+            else:
+                threading.Timer(0.5, lambda: _monitor().put((self._poll, island))).start()
+            return
         except Exception as e:  # noqa: BLE001 - RayActorError & friends: the actor is gone
             self._island_died(island, e)
             return
+        island.unavailable = 0
         for ev in events:
             if ev[0] == "future":
                 _, fid, ok, value = ev

@@ -38,13 +38,14 @@ MAX_DEMAND = 2**63 - 1
 class CallbackPublisherRef:
     """Publisher ref whose methods are the boundary's async callbacks (in-process transport)."""
 
-    __slots__ = ("subscribe", "request", "cancel")
+    __slots__ = ("subscribe", "request", "cancel", "ack")
 
     def __init__(self, logic: "OutputBoundary"):
         self.subscribe = logic.get_async_callback(logic._on_subscribe).invoke
         req = logic.get_async_callback(logic._on_request).invoke
-        self.request = lambda n, seq: req((n, seq))
+        self.request = lambda n, seq, acked=None: req((n, seq, acked))
         self.cancel = logic.get_async_callback(logic._on_cancel).invoke
+        self.ack = logic.get_async_callback(logic._on_ack).invoke
 
 
 class CallbackSubscriberRef:
@@ -74,7 +75,8 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.stage_name = name
         self.max_frame = max_frame
         self.window = window
-        self.in_flight = 0  # frames sent whose delivery the transport has not confirmed yet
+        self.acked = 0  # frames the subscriber confirmed (windowed transports only)
+        self.windowed = False
         self.sent = 0  # elements sent (for progress reports)
         self.subscriber = None
         self.demand = 0
@@ -85,7 +87,6 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.signalled_terminal = False
         self.set_handler(self.in_, self)
         self.publisher_ref = CallbackPublisherRef(self)
-        self._ack = self.get_async_callback(self._on_ack).invoke
 
     # ------------------------------------------------------------------ signals from the subscriber
     def _on_subscribe(self, subscriber) -> None:
@@ -94,12 +95,15 @@ class OutputBoundary(GraphStageLogic, InHandler):
             subscriber.on_error(SpecViolationError(f"{self}: this publisher accepts one subscriber only (rule 2.12)"))
             return
         self.subscriber = subscriber
+        self.windowed = getattr(subscriber, "windowed", False)
         subscriber.on_subscribe(self.publisher_ref)
         if self.terminal is not None:
             self._signal_terminal()
 
-    def _on_request(self, n_seq) -> None:
-        n, seq = n_seq
+    def _on_request(self, n_seq_acked) -> None:
+        n, seq, acked = n_seq_acked
+        if acked is not None:
+            self._on_ack(acked)
         if seq != self.request_seq:
             self._protocol_failure(ProtocolError(f"{self}: request #{seq} arrived, expected #{self.request_seq}"))
             return
@@ -147,9 +151,10 @@ class OutputBoundary(GraphStageLogic, InHandler):
             self.pull(self.in_)
 
     def flush(self) -> None:
-        """Send the collected frame (called by the host at the end of an interpreter turn). While
-        ``window`` frames are unconfirmed the frame keeps growing instead (up to the demand)."""
-        while self.frame and not self.signalled_terminal and self.in_flight < self.window:
+        """Send the collected frame (called by the host at the end of an interpreter turn). Over a
+        windowed transport, while ``window`` frames are unconfirmed the frame keeps growing instead
+        (up to the demand); the subscriber confirms frames with its requests or with ``ack``."""
+        while self.frame and not self.signalled_terminal and (not self.windowed or self.frame_seq - self.acked < self.window):
             frame = self.frame
             if len(frame) > self.max_frame:
                 self.frame = frame[self.max_frame :]
@@ -159,13 +164,11 @@ class OutputBoundary(GraphStageLogic, InHandler):
             seq = self.frame_seq
             self.frame_seq = seq + 1
             self.sent += len(frame)
-            confirmation = self.subscriber.on_next(seq, frame)
-            if confirmation is not None:
-                self.in_flight += 1
-                confirmation.add_done_callback(self._ack)
+            self.subscriber.on_next(seq, frame)
 
-    def _on_ack(self, _) -> None:
-        self.in_flight -= 1
+    def _on_ack(self, frames: int) -> None:
+        if frames > self.acked:
+            self.acked = frames
         if self.frame:
             self.flush()
         if self.terminal is not None and not self.frame and self.subscriber is not None:
@@ -231,6 +234,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.outstanding = 0
         self.consumed = 0
         self.received = 0  # elements received (for progress reports)
+        self.frames_received = 0
+        self.frames_acked = 0
+        self.acks = False  # does the publisher want frame confirmations (a windowed transport)?
+        self.ack_every = 4
         self.frame_seq = 0
         self.request_seq = 0
         self.upstream_completed = False
@@ -247,6 +254,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
             upstream.cancel(SpecViolationError(f"{self}: already subscribed (rule 2.5)"))
             return
         self.upstream = upstream
+        self.acks = getattr(upstream, "windowed", False)
         if not self.upstream_done:
             self._request(self.size)
 
@@ -254,7 +262,11 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.outstanding += n
         seq = self.request_seq
         self.request_seq = seq + 1
-        self.upstream.request(n, seq)
+        if self.acks:
+            self.frames_acked = self.frames_received
+            self.upstream.request(n, seq, self.frames_received)
+        else:
+            self.upstream.request(n, seq)
 
     def _on_next(self, seq_frame) -> None:
         seq, frame = seq_frame
@@ -270,6 +282,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
             return
         self.outstanding -= n
         self.received += n
+        self.frames_received += 1
+        if self.acks and self.frames_received - self.frames_acked >= self.ack_every:
+            self.frames_acked = self.frames_received
+            self.upstream.ack(self.frames_received)
         buf = self.buffer
         buf.extend(frame)
         if buf and self.is_available(self.out):

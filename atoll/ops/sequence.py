@@ -82,11 +82,13 @@ class ZipWithIndex(FlowStage):
 
 
 class DropRepeated(FlowStage):
-    """Drops an element equal (by ``eq``, default ``==``) to the previous passed-on element.
+    """Drops an element when ``eq(previous, elem)`` holds (default ``==``), where ``previous`` is the
+    element received just before it (passed on or dropped), as Pekko's ``dropRepeated``.
 
-    **Emits when** an element differs from the previous one. **Backpressures when** downstream
-    backpressures. **Completes when** upstream completes. **Cancels when** downstream cancels.
-    Supervision (of ``eq``): Resume/Restart skip the element."""
+    **Emits when** an element is not equal to the previous one (the first element always).
+    **Backpressures when** downstream backpressures. **Completes when** upstream completes.
+    **Cancels when** downstream cancels. Supervision (of ``eq``): Resume drops the element and keeps
+    the previous one; Restart drops it and forgets the previous one (the next element passes)."""
 
     def __init__(self, eq: Callable[[Any, Any], bool] = operator.eq):
         require_callable("drop_repeated", "eq", eq)
@@ -101,34 +103,60 @@ class DropRepeated(FlowStage):
             last = _UNSET
 
             def on_push(self):
+                elem = self.grab(self.in_)
+                last = self.last
+                if last is _UNSET:
+                    self.last = elem
+                    self.push(self.out, elem)
+                    return
                 try:
-                    elem = self.grab(self.in_)
-                    if self.last is not _UNSET and eq(self.last, elem):
-                        self.pull(self.in_)
-                    else:
-                        self.last = elem
-                        self.push(self.out, elem)
+                    repeated = eq(last, elem)
                 except Exception as e:  # noqa: BLE001
-                    if decide(decider, e) == Supervision.STOP:
+                    d = decide(decider, e)
+                    if d == Supervision.STOP:
                         self.fail_stage(e)
-                    else:
-                        self.pull(self.in_)
+                        return
+                    if d == Supervision.RESTART:
+                        self.last = _UNSET
+                    self.pull(self.in_)
+                    return
+                self.last = elem
+                if repeated:
+                    self.pull(self.in_)
+                else:
+                    self.push(self.out, elem)
 
         return Logic(self)
 
 
+LOG_OFF = -1
+"""A ``LogLevels`` level that turns that kind of ``log()`` message off (Pekko's ``LogLevels.Off``);
+any negative level does, and Python's logging never emits a record below level 0 either."""
+
+
 class Log(FlowStage):
-    """Logs every element (``extract(elem)``), completion and failure to the Python logger
-    ``atoll.log.<name>``; levels from ``Attributes.log_levels`` (default: DEBUG, DEBUG, ERROR).
+    """Logs every element (``extract(elem)``), upstream completion and failure, and downstream
+    cancellation to the Python logger ``atoll.log.<name>`` (or to ``logger``); the levels come from
+    ``Attributes.log_levels`` (default: DEBUG for elements and completion, ERROR for failure; a
+    negative level such as ``LOG_OFF`` turns that kind of message off).
+
+    Messages: ``[name] Element: <extracted>``, ``[name] Upstream finished.``, ``[name] Upstream
+    failed.`` (at ERROR or above, with the exception attached) or ``[name] Upstream failed, cause:
+    <Type>: <message>`` (below ERROR), ``[name] Downstream finished, cause: <Type>: <message>``.
+    As in Pekko, ``extract`` runs for every element unless element logging is off, whatever the
+    logger's configured level, so supervision decisions do not depend on logging configuration.
 
     **Emits when** upstream emits. **Backpressures when** downstream backpressures.
-    **Completes when** upstream completes. **Cancels when** downstream cancels."""
+    **Completes when** upstream completes. **Cancels when** downstream cancels.
+    Supervision (of ``extract``): Resume and Restart drop the element."""
 
     def __init__(self, name: str, extract: Optional[Callable[[Any], Any]] = None, logger: Optional[logging.Logger] = None):
         if not isinstance(name, str) or not name:
             raise ValueError(f"log: argument 'name' must be a non-empty string, got {name!r}")
         if extract is not None:
             require_callable("log", "extract", extract)
+        if logger is not None and not isinstance(logger, (logging.Logger, logging.LoggerAdapter)):
+            raise TypeError(f"log: argument 'logger' must be a logging.Logger, got {logger!r}")
         super().__init__("log")
         self.log_name = name
         self.extract = extract
@@ -136,35 +164,44 @@ class Log(FlowStage):
 
     def create_logic(self, attributes):
         stage = self
+        name = stage.log_name
+        extract = stage.extract
         levels = attributes.get(LogLevels) or LogLevels(logging.DEBUG, logging.DEBUG, logging.ERROR)
-        logger = stage.logger or logging.getLogger(f"atoll.log.{stage.log_name}")
+        on_element, on_finish, on_failure = levels.on_element, levels.on_finish, levels.on_failure
+        logger = stage.logger or logging.getLogger(f"atoll.log.{name}")
         decider = decider_of(attributes)
+
+        def cause_text(exc: BaseException) -> str:
+            return f"{type(exc).__name__}: {exc}"
 
         class Logic(FlowLogic):
             def on_push(self):
-                elem = self.grab(self.in_)
-                if logger.isEnabledFor(levels.on_element):
-                    try:
-                        shown = stage.extract(elem) if stage.extract is not None else elem
-                    except Exception as e:  # noqa: BLE001
-                        if decide(decider, e) == Supervision.STOP:
-                            self.fail_stage(e)
-                        else:
-                            self.pull(self.in_)
-                        return
-                    logger.log(levels.on_element, "[%s] Element: %r", stage.log_name, shown)
-                self.push(self.out, elem)
+                try:
+                    elem = self.grab(self.in_)
+                    if on_element >= 0:
+                        logger.log(on_element, "[%s] Element: %s", name, extract(elem) if extract is not None else elem)
+                    self.push(self.out, elem)
+                except Exception as e:  # noqa: BLE001
+                    if decide(decider, e) == Supervision.STOP:
+                        self.fail_stage(e)
+                    else:
+                        self.pull(self.in_)
 
             def on_upstream_finish(self):
-                logger.log(levels.on_finish, "[%s] Upstream finished.", stage.log_name)
+                if on_finish >= 0:
+                    logger.log(on_finish, "[%s] Upstream finished.", name)
                 self.complete_stage()
 
             def on_upstream_failure(self, exc):
-                logger.log(levels.on_failure, "[%s] Upstream failed: %r", stage.log_name, exc)
+                if on_failure >= logging.ERROR:
+                    logger.log(on_failure, "[%s] Upstream failed.", name, exc_info=exc)
+                elif on_failure >= 0:
+                    logger.log(on_failure, "[%s] Upstream failed, cause: %s", name, cause_text(exc))
                 self.fail_stage(exc)
 
             def on_downstream_finish(self, cause):
-                logger.log(levels.on_finish, "[%s] Downstream finished, cause: %r", stage.log_name, cause)
+                if on_finish >= 0:
+                    logger.log(on_finish, "[%s] Downstream finished, cause: %s", name, cause_text(cause))
                 self.cancel_stage(cause)
 
         return Logic(self)

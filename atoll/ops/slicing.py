@@ -152,10 +152,11 @@ class Limit(FlowStage):
     cancels. Supervision (of ``cost``): Resume skips the element, Restart resets the count."""
 
     def __init__(self, n: int, cost: Callable[[Any], int] = None):
-        require_int("limit", "n", n, 0)
+        op = "limit" if cost is None else "limit_weighted"
+        require_int(op, "n", n, 0)
         if cost is not None:
-            require_callable("limit_weighted", "cost", cost)
-        super().__init__("limit" if cost is None else "limit_weighted")
+            require_callable(op, "cost", cost)
+        super().__init__(op)
         self.n = n
         self.cost = cost
 

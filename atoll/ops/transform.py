@@ -17,7 +17,9 @@ class Map(FlowStage):
     """Transforms each element with ``fn``.
 
     **Emits when** the mapping function returns an element. **Backpressures when** downstream
-    backpressures. **Completes when** upstream completes. **Cancels when** downstream cancels."""
+    backpressures. **Completes when** upstream completes. **Cancels when** downstream cancels.
+    Supervision: Resume and Restart drop the element (also when ``fn`` returns ``None``, which is
+    not a legal element)."""
 
     fusible = "map"
 
@@ -49,9 +51,15 @@ class _MapLogic(FlowLogic):
 class Filter(FlowStage):
     """Passes on the elements for which ``pred`` is true (false for ``filter_not``).
 
+    Like Pekko's, the stage asks upstream for an element as soon as it starts and keeps one passing
+    element at hand while downstream has no demand, so elements that are filtered out are consumed
+    without demand, and a stream whose remaining elements are all filtered out completes without
+    demand.
+
     **Emits when** the predicate holds for an element. **Backpressures when** the predicate holds and
-    downstream backpressures. **Completes when** upstream completes. **Cancels when** downstream
-    cancels."""
+    downstream backpressures. **Completes when** upstream completes (and the element at hand, if any,
+    was emitted). **Cancels when** downstream cancels. Supervision: Resume and Restart drop the
+    element."""
 
     def __init__(self, pred: Callable[[Any], bool], negate: bool = False):
         name = "filter_not" if negate else "filter"
@@ -71,23 +79,50 @@ class _FilterLogic(FlowLogic):
         self.pred = stage.pred
         self.negate = stage.negate
         self.decider = decider
+        self.held = _NOTHING
+
+    def pre_start(self):
+        self.pull(self.in_)
 
     def on_push(self):
         try:
             elem = self.grab(self.in_)
-            if bool(self.pred(elem)) != self.negate:
-                self.push(self.out, elem)
-            else:
+            if bool(self.pred(elem)) == self.negate:
                 self.pull(self.in_)
+            elif self.is_available(self.out):
+                self.push(self.out, elem)
+                self.pull(self.in_)
+            else:
+                self.held = elem
         except Exception as e:  # noqa: BLE001
             if decide(self.decider, e) == Supervision.STOP:
                 self.fail_stage(e)
             else:
                 self.pull(self.in_)
 
+    def on_pull(self):
+        elem = self.held
+        if elem is _NOTHING:
+            return  # upstream was pulled already
+        self.held = _NOTHING
+        self.push(self.out, elem)
+        if self.is_closed(self.in_):
+            self.complete_stage()
+        else:
+            self.pull(self.in_)
+
+    def on_upstream_finish(self):
+        if self.held is _NOTHING:
+            self.complete_stage()
+        # else: on_pull hands out the element at hand and completes
+
 
 class _ExpandingLogic(FlowLogic):
-    """Shared by map_concat and stateful_map_concat: emits the elements of an iterable per input."""
+    """Shared by map_concat and stateful_map_concat: emits the elements of an iterable per input.
+
+    Python iterators cannot say whether they have a next element without producing it, so the
+    logic looks one element ahead: the element after the one pushed is fetched right after the push,
+    which lets the stage complete together with the last element when upstream has finished."""
 
     def __init__(self, stage, decider):
         super().__init__(stage)
@@ -101,66 +136,100 @@ class _ExpandingLogic(FlowLogic):
     def restart(self) -> None:
         """Reset state on a Restart decision (stateless by default)."""
 
-    def _handle(self, e: Exception) -> bool:
+    def finish(self) -> None:
+        """Upstream finished and every element is out: complete (subclasses may emit more first)."""
+        self.complete_stage()
+
+    def _advance(self) -> None:
+        """Fetch the next element of the current iterable into ``nxt`` (``_NOTHING`` at its end)."""
+        nxt = next(self.it, _NOTHING)
+        if nxt is _NOTHING:
+            self.it = None
+        elif nxt is None:
+            self.it = None
+            raise self._none_error()
+        self.nxt = nxt
+
+    def _none_error(self) -> Exception:
+        from ..errors import PortStateError
+
+        return PortStateError(
+            f"Cannot push None to port ({self.out.name}) of stage {self}: elements must not be None "
+            "(Reactive Streams rule 2.13)"
+        )
+
+    def _failed(self, e: Exception) -> None:
+        """Supervise a failure of user code; the current iterable is dropped unless stopping."""
+        self.it = None
+        self.nxt = _NOTHING
         d = decide(self.decider, e)
         if d == Supervision.STOP:
             self.fail_stage(e)
-            return False
+            return
+        if self.is_closed(self.in_):
+            self.finish()
+            return
         if d == Supervision.RESTART:
             self.restart()
-        self.it = None
+        if not self.has_been_pulled(self.in_):
+            self.pull(self.in_)
+
+    def _push_and_advance(self) -> None:
+        """Push ``nxt`` (out is available) and look ahead; complete or pull when done."""
+        elem = self.nxt
         self.nxt = _NOTHING
-        return True
+        self.push(self.out, elem)
+        try:
+            self._advance()
+        except Exception as e:  # noqa: BLE001
+            # the failure belongs to the next element: it is handled when downstream asks for it,
+            # or right away when nothing is waiting for demand
+            self._deferred = e
+            return
+        if self.nxt is _NOTHING and self.is_closed(self.in_):
+            self.finish()
+
+    _deferred: Optional[Exception] = None
 
     def on_push(self):
         try:
-            it = iter(self.expand(self.grab(self.in_)))
-            nxt = next(it, _NOTHING)
+            self.it = iter(self.expand(self.grab(self.in_)))
+            self._advance()
         except Exception as e:  # noqa: BLE001
-            if self._handle(e):
-                self.pull(self.in_)
+            self._failed(e)
             return
-        if nxt is _NOTHING:
-            self.pull(self.in_)
-            return
-        self.it = it
-        self.nxt = nxt
-        if self.is_available(self.out):
-            self._emit_next()
-
-    def _emit_next(self):
-        elem = self.nxt
-        try:
-            self.nxt = next(self.it, _NOTHING)
-        except Exception as e:  # noqa: BLE001
-            self.push(self.out, elem)
-            if self._handle(e) and self.is_closed(self.in_):
-                self.complete_stage()
-            return
-        self.push(self.out, elem)
         if self.nxt is _NOTHING:
-            self.it = None
-            if self.is_closed(self.in_):
-                self.complete_stage()
+            self.pull(self.in_)
+        elif self.is_available(self.out):
+            self._push_and_advance()
 
     def on_pull(self):
-        if self.nxt is not _NOTHING:
-            self._emit_next()
+        if self._deferred is not None:
+            e, self._deferred = self._deferred, None
+            self._failed(e)
+        elif self.nxt is not _NOTHING:
+            self._push_and_advance()
+        elif self.is_closed(self.in_):
+            self.finish()
         elif not self.has_been_pulled(self.in_):
             self.pull(self.in_)
 
     def on_upstream_finish(self):
-        if self.nxt is _NOTHING:
-            self.complete_stage()
+        if self.nxt is _NOTHING and self._deferred is None:
+            self.finish()
 
 
 class MapConcat(FlowStage):
     """Transforms each element into an iterable of elements and emits them one by one.
 
+    The iterable is consumed lazily, one element ahead of what was emitted (so the stage can
+    complete together with the last element).
+
     **Emits when** the iterable of the current element has a next element and downstream pulls.
     **Backpressures when** downstream backpressures or there are still elements to emit.
     **Completes when** upstream completes and all produced elements are emitted.
-    **Cancels when** downstream cancels."""
+    **Cancels when** downstream cancels. Supervision (of ``fn`` and of iterating its result): Resume
+    and Restart drop the rest of the current element's iterable."""
 
     def __init__(self, fn: Callable[[Any], Iterable[Any]]):
         require_callable("map_concat", "fn", fn)
@@ -180,7 +249,17 @@ class MapConcat(FlowStage):
 
 class StatefulMapConcat(FlowStage):
     """``factory()`` is called once per materialization (and on Restart) and returns the function
-    ``elem -> iterable`` to use; otherwise as ``map_concat``."""
+    ``elem -> iterable`` to use; otherwise as ``map_concat``.
+
+    If the returned function has a callable attribute ``on_complete`` (Pekko's
+    ``StatefulMapConcatAccumulator``), it is called once upstream has completed and the elements
+    of the iterable it returns (``None``: nothing) are emitted before the stage completes.
+
+    **Emits when** the iterable of the current element (or of ``on_complete``) has a next element
+    and downstream pulls. **Backpressures when** downstream backpressures or there are still
+    elements to emit. **Completes when** upstream completes and all produced elements are emitted.
+    **Cancels when** downstream cancels. Supervision: Resume drops the rest of the current
+    element's iterable; Restart also calls ``factory()`` again."""
 
     def __init__(self, factory: Callable[[], Callable[[Any], Iterable[Any]]]):
         require_callable("stateful_map_concat", "factory", factory)
@@ -191,29 +270,50 @@ class StatefulMapConcat(FlowStage):
         factory = self.factory
 
         class Logic(_ExpandingLogic):
+            fn = None
+            finishing = False
+
             def pre_start(self):
                 self.restart()
 
             def restart(self):
-                self.fn = factory()
-                if not callable(self.fn):
-                    raise TypeError(f"stateful_map_concat: factory must return a callable, got {self.fn!r}")
+                fn = factory()
+                if not callable(fn):
+                    raise TypeError(f"stateful_map_concat: factory must return a callable, got {fn!r}")
+                self.fn = fn
 
             def expand(self, elem):
                 return self.fn(elem)
+
+            def finish(self):
+                if self.finishing:
+                    return
+                self.finishing = True
+                on_complete = getattr(self.fn, "on_complete", None)
+                rest = on_complete() if callable(on_complete) else None
+                if rest is None:
+                    self.complete_stage()
+                else:
+                    self.emit_multiple(self.out, rest, self.complete_stage)
 
         return Logic(self, decider_of(attributes))
 
 
 class StatefulMap(FlowStage):
     """Maps with a state: ``create()`` gives the initial state, ``fn(state, elem)`` returns
-    ``(new_state, out)``; ``out`` of ``None`` emits nothing for that element. When upstream completes,
-    ``on_complete(state)`` may return a last element (or ``None``).
+    ``(new_state, out)``; ``out`` of ``None`` emits nothing for that element.
+
+    ``on_complete(state)`` (optional) is called exactly once when the state is done with: when
+    upstream completes or fails, when downstream cancels, when ``fn`` fails and supervision stops
+    or restarts the stage, and when the stage is stopped abruptly. What it returns (unless
+    ``None``) is emitted before the stage completes or fails (or, on Restart, before the next
+    element); on cancellation or abrupt termination it is discarded.
 
     **Emits when** ``fn`` returns an element and downstream pulls, or ``on_complete`` returns one.
-    **Backpressures when** downstream backpressures. **Completes when** upstream completes and the last
-    element (if any) is emitted. **Cancels when** downstream cancels.
-    Supervision: Resume keeps the state, Restart re-creates it with ``create()``."""
+    **Backpressures when** downstream backpressures. **Completes when** upstream completes and the
+    last element (if any) is emitted. **Cancels when** downstream cancels.
+    Supervision: Resume keeps the state, Restart closes it with ``on_complete`` and re-creates it
+    with ``create()``."""
 
     def __init__(
         self,
@@ -233,39 +333,70 @@ class StatefulMap(FlowStage):
     def create_logic(self, attributes):
         stage = self
         decider = decider_of(attributes)
+        on_complete = stage.on_complete if stage.on_complete is not None else (lambda state: None)
 
         class Logic(FlowLogic):
             state = None
+            open = False  # on_complete still owed for the current state
 
             def pre_start(self):
                 self.state = stage.create()
+                self.open = True
+
+            def _close(self):
+                self.open = False
+                return on_complete(self.state)
 
             def on_push(self):
                 try:
                     r = stage.fn(self.state, self.grab(self.in_))
                     try:
-                        self.state, elem = r
+                        state, elem = r
                     except (TypeError, ValueError):
                         raise TypeError(f"stateful_map: fn must return (new_state, element), got {r!r}") from None
+                    self.state = state
+                    if elem is None:
+                        self.pull(self.in_)
+                    else:
+                        self.push(self.out, elem)
                 except Exception as e:  # noqa: BLE001
                     d = decide(decider, e)
                     if d == Supervision.STOP:
-                        self.fail_stage(e)
-                        return
-                    if d == Supervision.RESTART:
+                        self._close_and_fail(e)
+                    elif d == Supervision.RESUME:
+                        self.pull(self.in_)
+                    else:
+                        last = self._close()
+                        if last is None:
+                            self.pull(self.in_)
+                        else:
+                            self.push(self.out, last)
                         self.state = stage.create()
-                    self.pull(self.in_)
-                    return
-                if elem is None:
-                    self.pull(self.in_)
+                        self.open = True
+
+            def _close_and_fail(self, exc):
+                last = self._close()
+                if last is None:
+                    self.fail_stage(exc)
                 else:
-                    self.push(self.out, elem)
+                    self.emit(self.out, last, lambda: self.fail_stage(exc))
 
             def on_upstream_finish(self):
-                last = stage.on_complete(self.state) if stage.on_complete is not None else None
+                last = self._close()
                 if last is None:
                     self.complete_stage()
                 else:
                     self.emit(self.out, last, self.complete_stage)
+
+            def on_upstream_failure(self, exc):
+                self._close_and_fail(exc)
+
+            def on_downstream_finish(self, cause):
+                self._close()
+                self.cancel_stage(cause)
+
+            def post_stop(self):
+                if self.open:
+                    self._close()
 
         return Logic(self)

@@ -94,7 +94,7 @@ class TestPublisherProbe:
         self._events.put(("subscribe", subscriber))
         subscriber.on_subscribe(self)
 
-    def request(self, n: int, seq: int) -> None:
+    def request(self, n: int, seq: int, acked=None) -> None:
         self._events.put(("request", n, seq))
 
     def cancel(self, cause: BaseException) -> None:

@@ -58,10 +58,11 @@ def test_losing_a_node_mid_stream_reaches_the_driver(cluster):
         .watch_termination(Keep.right)
         .map(lambda x: x)
         .island(resources={"island_b": 1})
-        .to_mat(Sink.ignore(), Keep.both)
+        .to_mat(Sink.ignore().island(resources={"island_b": 1}), Keep.both)
         .run(m)
     )
     graph = m.running_graphs()[0]
+    assert len(graph.islands()) == 3  # every stage sits in a pinned island (the outer one is empty)
     c.remove_node(nodes["a"], allow_graceful=False)
     with pytest.raises(IslandDiedError, match="atoll-on-node-a"):
         done.result(60)
