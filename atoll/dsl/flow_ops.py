@@ -126,9 +126,10 @@ class FlowOps:
         """A buffer of ``size`` elements with an overflow ``strategy``."""
         return self._stage(Buffer(size, strategy))
 
-    def log(self, name: str, extract: Optional[Callable[[Any], Any]] = None):
-        """Log elements, completion and failure to the logger ``atoll.log.<name>``."""
-        return self._stage(Log(name, extract))
+    def log(self, name: str, extract: Optional[Callable[[Any], Any]] = None, logger: Optional[Any] = None):
+        """Log elements (``extract(elem)``), completion, failure and cancellation to the logger
+        ``atoll.log.<name>`` (or ``logger``), at the levels of ``Attributes.log_levels``."""
+        return self._stage(Log(name, extract, logger))
 
     # ------------------------------------------------------------------ errors and termination
     def recover(self, fn: Callable[[BaseException], Any]):

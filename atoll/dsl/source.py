@@ -86,12 +86,15 @@ class Source(FlowOps, GraphOps, Blueprint):
 
     @staticmethod
     def from_iterable(iterable: Iterable[Any]) -> "Source":
-        """Emit the elements of ``iterable`` (a fresh iterator per materialization)."""
+        """Emit the elements of ``iterable``: ``iter(iterable)`` is called once per materialization
+        and one element is taken per pull, never ahead of demand. A one-shot iterator (a generator)
+        is used up by the first materialization; use ``from_iterator`` to run a blueprint again."""
         return Source.from_graph(S.IterableSource(iterable))
 
     @staticmethod
     def from_iterator(factory: Callable[[], Iterable[Any]]) -> "Source":
-        """Emit the elements of ``factory()``, called once per materialization."""
+        """Emit the elements of the iterator ``factory()`` returns; ``factory`` is called once per
+        materialization and one element is taken per pull, never ahead of demand."""
         return Source.from_graph(S.IterableSource(factory, name="from_iterator", factory=True))
 
     @staticmethod
@@ -131,8 +134,9 @@ class Source(FlowOps, GraphOps, Blueprint):
 
     @staticmethod
     def tick(initial_delay: float, interval: float, tick: Any) -> "Source":
-        """Emit ``tick`` every ``interval`` seconds when downstream is ready; materializes a
-        ``Cancellable``."""
+        """Emit ``tick`` after ``initial_delay`` and then every ``interval`` seconds, when downstream is
+        ready at that moment (a tick that finds no demand is dropped); materializes a ``Cancellable``
+        whose ``cancel()`` completes the stream."""
         return Source.from_graph(S.TickSource(initial_delay, interval, tick))
 
 

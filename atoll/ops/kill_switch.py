@@ -86,8 +86,10 @@ class SharedKillSwitch(KillSwitch):
     materialized after it was triggered (they stop immediately)."""
 
     def __init__(self, name: str):
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"KillSwitches.shared: name must be a non-empty string, got {name!r}")
+        if not isinstance(name, str):
+            raise TypeError(f"KillSwitches.shared: argument 'name' must be a string, got {name!r}")
+        if not name:
+            raise ValueError("KillSwitches.shared: argument 'name' must not be empty")
         self.name = name
         self._signal = _Signal()
 

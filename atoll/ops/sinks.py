@@ -42,7 +42,10 @@ class _PromiseSinkLogic(GraphStageLogic, InHandler):
 
 
 class SeqSink(SinkStage):
-    """Collects every element into a list: ``Future[list]``."""
+    """Collects every element into a list: ``Future[list]`` (a new list per materialization).
+
+    **Backpressures** never. **Completes** its future when upstream completes; fails it with
+    upstream's failure. **Cancels** never."""
 
     def __init__(self):
         super().__init__("seq")
@@ -67,7 +70,10 @@ class SeqSink(SinkStage):
 
 
 class IgnoreSink(SinkStage):
-    """Consumes and drops every element: ``Future[Done]``."""
+    """Consumes and drops every element: ``Future[Done]``.
+
+    **Backpressures** never. **Completes** its future when upstream completes; fails it with
+    upstream's failure. **Cancels** never."""
 
     def __init__(self):
         super().__init__("ignore")
@@ -88,7 +94,12 @@ class IgnoreSink(SinkStage):
 
 
 class ForeachSink(SinkStage):
-    """Calls ``fn(elem)`` for every element: ``Future[Done]``; an exception of ``fn`` fails the stream."""
+    """Calls ``fn(elem)`` for every element: ``Future[Done]``.
+
+    **Backpressures when** ``fn`` is running (it runs synchronously, one element at a time).
+    **Completes** its future when upstream completes; fails it with upstream's failure or with what
+    ``fn`` raised (Supervision: Resume and Restart skip the element). **Cancels when** ``fn`` raised
+    and the supervision strategy says Stop."""
 
     def __init__(self, fn: Callable[[Any], Any]):
         require_callable("Sink.foreach", "fn", fn)
@@ -121,7 +132,10 @@ class ForeachSink(SinkStage):
 class FoldSink(SinkStage):
     """Folds every element into ``fn(acc, elem)`` starting at ``zero``: ``Future[acc]``.
 
-    Adheres to the supervision strategy: Resume skips the element, Restart resets to ``zero``."""
+    **Backpressures when** ``fn`` is running. **Completes** its future with the accumulator when
+    upstream completes (``zero`` for an empty stream); fails it with upstream's failure or with what
+    ``fn`` raised. **Cancels when** ``fn`` raised and the supervision strategy says Stop (Resume
+    skips the element, Restart resets the accumulator to ``zero``)."""
 
     def __init__(self, zero: Any, fn: Callable[[Any, Any], Any]):
         require_callable("Sink.fold", "fn", fn)
@@ -158,8 +172,12 @@ class FoldSink(SinkStage):
 
 
 class ReduceSink(SinkStage):
-    """Like fold, seeded with the first element: ``Future[acc]``; fails with ``NoSuchElementError`` on
-    an empty stream. Supervision: Resume skips the element, Restart forgets the accumulator."""
+    """Like fold, seeded with the first element: ``Future[acc]``.
+
+    **Backpressures when** ``fn`` is running. **Completes** its future when upstream completes;
+    fails it with ``NoSuchElementError`` for an empty stream, with upstream's failure, or with what
+    ``fn`` raised. **Cancels when** ``fn`` raised and the supervision strategy says Stop (Resume
+    skips the element, Restart forgets the accumulator)."""
 
     def __init__(self, fn: Callable[[Any, Any], Any]):
         require_callable("Sink.reduce", "fn", fn)
@@ -205,8 +223,11 @@ class ReduceSink(SinkStage):
 
 
 class HeadSink(SinkStage):
-    """The first element (then cancels upstream): ``Future``. Empty stream: ``NoSuchElementError``, or
-    ``None`` for ``head_option``."""
+    """The first element: ``Future``. Empty stream: ``NoSuchElementError("head of empty stream")``,
+    or ``None`` for ``head_option``.
+
+    **Backpressures** never. **Completes** its future with the first element, or when upstream
+    completes; fails it with upstream's failure. **Cancels when** the first element arrived."""
 
     def __init__(self, optional: bool):
         super().__init__("head_option" if optional else "head")
@@ -232,7 +253,11 @@ class HeadSink(SinkStage):
 
 
 class LastSink(SinkStage):
-    """The last element: ``Future``. Empty stream: ``NoSuchElementError``, or ``None`` for ``last_option``."""
+    """The last element: ``Future``. Empty stream: ``NoSuchElementError("last of empty stream")``, or
+    ``None`` for ``last_option``.
+
+    **Backpressures** never. **Completes** its future when upstream completes; fails it with
+    upstream's failure. **Cancels** never."""
 
     def __init__(self, optional: bool):
         super().__init__("last_option" if optional else "last")
@@ -263,7 +288,9 @@ class LastSink(SinkStage):
 
 
 class CancelledSink(SinkStage):
-    """Cancels upstream immediately; materializes ``NotUsed``."""
+    """Cancels upstream immediately; materializes ``NotUsed``.
+
+    **Cancels when** the stream starts."""
 
     def __init__(self):
         super().__init__("cancelled")
@@ -286,7 +313,11 @@ class CancelledSink(SinkStage):
 
 
 class OnCompleteSink(SinkStage):
-    """Consumes everything and calls ``fn(None)`` on completion or ``fn(exc)`` on failure."""
+    """Consumes everything and calls ``fn(None)`` on completion or ``fn(exc)`` on failure (also
+    ``fn(AbruptStageTerminationError)`` when the stage is torn down first), exactly once; materializes
+    ``NotUsed``. What ``fn`` raises is logged and ignored.
+
+    **Backpressures** never. **Cancels** never."""
 
     def __init__(self, fn: Callable[[Optional[BaseException]], Any]):
         require_callable("Sink.on_complete", "fn", fn)

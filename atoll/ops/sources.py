@@ -1,6 +1,7 @@
 """Source operators: where elements come from (Pekko's ``Source`` factories)."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Optional
@@ -9,7 +10,8 @@ from ..markers import NotUsed
 from ..stage.handlers import OutHandler
 from ..stage.logic import GraphStageLogic
 from ..stage.timers import TimerGraphStageLogic
-from .base import SourceStage, require_callable
+from ..stage.supervision import Supervision, decide
+from .base import SourceStage, decider_of, require_callable
 
 _END = object()
 
@@ -44,16 +46,29 @@ class SingleSource(SourceStage):
 
 
 class IterableSource(SourceStage):
-    """Emits the elements of an iterable; a fresh iterator per materialization (lazy).
+    """Emits the elements of an iterable (``from_iterable``), or of the iterator ``factory()``
+    returns (``from_iterator``). Lazy: the iterator is created at the first pull, once per
+    materialization (``iter(iterable)`` again, or ``factory()`` again), and one element is taken
+    from it per pull, never ahead of demand. A Python iterator has no ``hasNext``: the stream
+    completes at the pull that finds the iterator exhausted, not together with the last element
+    (a sized ``Sequence`` such as a list, tuple or range completes with its last element). A
+    one-shot iterator given to ``from_iterable`` is exhausted after its first materialization;
+    pass a factory to ``from_iterator`` to run a blueprint more than once.
 
-    **Emits when** downstream pulls and the iterator has a next element. **Completes when** the
-    iterator is exhausted (right after its last element). **Fails when** the iterator raises."""
+    Supervision (as Pekko's ``IteratorSource``): when creating the iterator fails, Stop fails the
+    stream, Resume completes it, Restart tries once more; when ``next()`` fails, Stop fails the
+    stream, Resume asks the same iterator again, Restart starts over with a new iterator. A second
+    failure in a row fails the stream.
+
+    **Emits when** downstream pulls and the iterator has a next element. **Completes when** a pull
+    finds the iterator exhausted. **Fails when** the iterator (or the factory) raises and the
+    supervision strategy says Stop."""
 
     def __init__(self, iterable: Iterable[Any], name: str = "from_iterable", factory: bool = False):
         if factory:
             require_callable("Source.from_iterator", "factory", iterable)
         elif not hasattr(iterable, "__iter__"):
-            raise TypeError(f"Source.from_iterable: expected an iterable, got {iterable!r}")
+            raise TypeError(f"Source.from_iterable: argument 'iterable' must be iterable, got {iterable!r}")
         super().__init__(name)
         self.iterable = iterable
         self.factory = factory
@@ -62,7 +77,7 @@ class IterableSource(SourceStage):
         source = self.iterable
         if not self.factory and isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
             return _SequenceLogic(self, source)
-        return _IteratorLogic(self, source, self.factory)
+        return _IteratorLogic(self, source, self.factory, decider_of(attributes))
 
 
 class _SequenceLogic(_SourceLogic):
@@ -84,25 +99,43 @@ class _SequenceLogic(_SourceLogic):
 
 
 class _IteratorLogic(_SourceLogic):
-    def __init__(self, stage, source, factory):
+    def __init__(self, stage, source, factory, decider):
         super().__init__(stage)
         self.source = source
         self.factory = factory
+        self.decider = decider
         self.it = None
-        self.nxt = _END
 
-    def pre_start(self):
-        self.it = iter(self.source() if self.factory else self.source)
-        self.nxt = next(self.it, _END)
-        if self.nxt is _END:
-            self.complete(self.out)
+    def _new_iterator(self):
+        return iter(self.source() if self.factory else self.source)
 
     def on_pull(self):
-        elem = self.nxt
-        self.nxt = next(self.it, _END)
-        self.push(self.out, elem)
-        if self.nxt is _END:
-            self.complete(self.out)
+        if self.it is None:
+            try:
+                self.it = self._new_iterator()
+            except Exception as e:  # noqa: BLE001 - the supervision strategy decides
+                d = decide(self.decider, e)
+                if d == Supervision.STOP:
+                    self.fail_stage(e)
+                    return
+                if d == Supervision.RESUME:
+                    self.complete_stage()
+                    return
+                self.it = self._new_iterator()  # failing again fails the stage
+        try:
+            elem = next(self.it, _END)
+        except Exception as e:  # noqa: BLE001 - the supervision strategy decides
+            d = decide(self.decider, e)
+            if d == Supervision.STOP:
+                self.fail_stage(e)
+                return
+            if d == Supervision.RESTART:
+                self.it = self._new_iterator()
+            elem = next(self.it, _END)  # failing again fails the stage
+        if elem is _END:
+            self.complete_stage()
+        else:
+            self.push(self.out, elem)
 
 
 class RangeSource(SourceStage):
@@ -145,7 +178,9 @@ class RepeatSource(SourceStage):
 
 
 class EmptySource(SourceStage):
-    """Completes at once without emitting."""
+    """Completes at once without emitting.
+
+    **Completes** when the stream starts, without waiting for demand."""
 
     def __init__(self):
         super().__init__("empty")
@@ -162,7 +197,10 @@ class EmptySource(SourceStage):
 
 
 class NeverSource(SourceStage):
-    """Never emits, never completes (until cancelled)."""
+    """Never emits and never completes; only downstream cancellation (or a kill switch, or the
+    materializer shutting down) ends it.
+
+    **Emits** never. **Completes** never."""
 
     def __init__(self):
         super().__init__("never")
@@ -176,7 +214,9 @@ class NeverSource(SourceStage):
 
 
 class FailedSource(SourceStage):
-    """Fails at once with the given exception."""
+    """Fails at once with the given exception (the same instance in every materialization).
+
+    **Fails** when the stream starts, without waiting for demand."""
 
     def __init__(self, exc: BaseException):
         if not isinstance(exc, BaseException):
@@ -199,6 +239,8 @@ class FailedSource(SourceStage):
 
 class UnfoldSource(SourceStage):
     """Emits ``elem`` for every ``(state, elem) = fn(state)``; completes when ``fn`` returns ``None``.
+    ``fn`` is called once per pull (never ahead of demand), from ``state`` again in every
+    materialization.
 
     **Emits when** downstream pulls and ``fn`` returned a pair. **Completes when** ``fn`` returns None.
     **Fails when** ``fn`` raises."""
@@ -233,7 +275,9 @@ class FutureSource(SourceStage):
     """Emits the result of a ``concurrent.futures.Future`` once it completes, then completes.
 
     A future that resolves to ``None`` completes the stream without an element.
-    **Fails when** the future fails (with its exception)."""
+    **Emits when** the future has a result and downstream pulls. **Completes when** the element was
+    emitted (or the result was ``None``). **Fails when** the future fails (with its exception) or is
+    cancelled (with ``StreamDetachedError``)."""
 
     def __init__(self, future: Future):
         if not isinstance(future, Future):
@@ -279,37 +323,75 @@ class FutureSource(SourceStage):
 
 
 class Cancellable:
-    """Materialized value of ``Source.tick``: ``cancel()`` stops the ticks and completes the stream."""
+    """Materialized value of ``Source.tick``: ``cancel()`` stops the ticks and completes the stream.
+
+    ``cancel()`` returns True for the call that cancelled, False for every later one (thread-safe);
+    ``is_cancelled()`` tells whether it was called. Both are methods (as Pekko's ``cancel`` and
+    ``isCancelled``), so they also work on the driver's handle of a tick source in a Ray island."""
 
     def __init__(self):
+        self._lock = threading.Lock()
         self._callback = None
         self._cancelled = False
 
     def cancel(self) -> bool:
-        first = not self._cancelled
-        self._cancelled = True
-        if self._callback is not None:
-            self._callback.invoke(None)
-        return first
+        with self._lock:
+            if self._cancelled:
+                return False
+            self._cancelled = True
+            callback = self._callback
+        if callback is not None:
+            callback.invoke(None)
+        return True
 
-    @property
+    def _attach(self, callback) -> bool:
+        """Link the running stage; returns True if ``cancel()`` was called already."""
+        with self._lock:
+            self._callback = callback
+            return self._cancelled
+
     def is_cancelled(self) -> bool:
         return self._cancelled
 
+    def __atoll_detach__(self) -> "Cancellable":
+        """The driver's copy once the island ended: it keeps the state; cancelling it is harmless."""
+        return _restore_cancellable(self._cancelled)
+
+    def __reduce__(self):
+        # only the state travels (a copy is not linked to the stage)
+        return (_restore_cancellable, (self._cancelled,))
+
+    def __repr__(self):
+        return f"Cancellable(cancelled={self._cancelled})"
+
+
+def _restore_cancellable(cancelled: bool) -> Cancellable:
+    c = Cancellable()
+    c._cancelled = cancelled
+    return c
+
+
+def _require_seconds(op: str, arg: str, value: Any, minimum: float, inclusive: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{op}: argument {arg!r} must be a number of seconds, got {value!r}")
+    if value < minimum or (not inclusive and value == minimum):
+        raise ValueError(f"{op}: argument {arg!r} must be {'>=' if inclusive else '>'} {minimum}, got {value}")
+
 
 class TickSource(SourceStage):
-    """Emits ``tick`` after ``initial_delay`` and then every ``interval`` seconds, if downstream is
-    ready at that moment (otherwise that tick is dropped, as in Pekko).
+    """Emits ``tick`` after ``initial_delay`` seconds and then every ``interval`` seconds (with a
+    fixed delay between firings, as Pekko), if downstream is ready at that moment; a tick that finds
+    downstream not ready is dropped, not kept for later. Materializes a ``Cancellable``.
 
-    **Completes when** the materialized ``Cancellable`` is cancelled."""
+    **Emits when** a tick is due and downstream has pulled. **Backpressures** never (ticks are
+    dropped instead). **Completes when** the ``Cancellable`` is cancelled (also before the stream
+    started: then it completes at once). **Cancels when** downstream cancels."""
 
     def __init__(self, initial_delay: float, interval: float, tick: Any):
-        if initial_delay < 0:
-            raise ValueError(f"Source.tick: argument 'initial_delay' must be >= 0, got {initial_delay}")
-        if interval <= 0:
-            raise ValueError(f"Source.tick: argument 'interval' must be > 0, got {interval}")
+        _require_seconds("Source.tick", "initial_delay", initial_delay, 0, inclusive=True)
+        _require_seconds("Source.tick", "interval", interval, 0, inclusive=False)
         if tick is None:
-            raise ValueError("Source.tick: the tick element must not be None")
+            raise ValueError("Source.tick: argument 'tick' must not be None (Reactive Streams rule 2.13)")
         super().__init__("tick")
         self.initial_delay = initial_delay
         self.interval = interval
@@ -323,16 +405,15 @@ class TickSource(SourceStage):
             def __init__(self):
                 super().__init__(stage.shape)
                 self.set_handler(stage.out, self)
-                cancellable._callback = self.get_async_callback(lambda _: self.complete_stage())
 
             def pre_start(self):
-                if cancellable.is_cancelled:
+                if cancellable._attach(self.get_async_callback(lambda _: self.complete_stage())):
                     self.complete_stage()
                 else:
-                    self.schedule_at_fixed_rate("tick", stage.initial_delay, stage.interval)
+                    self.schedule_with_fixed_delay("tick", stage.initial_delay, stage.interval)
 
             def on_timer(self, key):
-                if self.is_available(stage.out) and not cancellable.is_cancelled:
+                if self.is_available(stage.out) and not cancellable._cancelled:
                     self.push(stage.out, stage.tick)
 
             def on_pull(self):

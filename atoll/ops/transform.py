@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional, Tuple
 
+from ..errors import PortStateError
 from ..stage.supervision import Supervision, decide
 from .base import FlowLogic, FlowStage, decider_of, require_callable
 
@@ -51,15 +52,14 @@ class _MapLogic(FlowLogic):
 class Filter(FlowStage):
     """Passes on the elements for which ``pred`` is true (false for ``filter_not``).
 
-    Like Pekko's, the stage asks upstream for an element as soon as it starts and keeps one passing
-    element at hand while downstream has no demand, so elements that are filtered out are consumed
-    without demand, and a stream whose remaining elements are all filtered out completes without
-    demand.
+    Unlike Pekko's filter, which asks upstream for an element as soon as it starts and keeps one
+    passing element at hand, this one pulls upstream only when downstream has demand: that is what
+    a fused run of map/filter/map_concat does, and fused and unfused runs must call user functions
+    in the same order.
 
     **Emits when** the predicate holds for an element. **Backpressures when** the predicate holds and
-    downstream backpressures. **Completes when** upstream completes (and the element at hand, if any,
-    was emitted). **Cancels when** downstream cancels. Supervision: Resume and Restart drop the
-    element."""
+    downstream backpressures. **Completes when** upstream completes. **Cancels when** downstream
+    cancels. Supervision: Resume and Restart drop the element."""
 
     def __init__(self, pred: Callable[[Any], bool], negate: bool = False):
         name = "filter_not" if negate else "filter"
@@ -79,42 +79,19 @@ class _FilterLogic(FlowLogic):
         self.pred = stage.pred
         self.negate = stage.negate
         self.decider = decider
-        self.held = _NOTHING
-
-    def pre_start(self):
-        self.pull(self.in_)
 
     def on_push(self):
         try:
             elem = self.grab(self.in_)
-            if bool(self.pred(elem)) == self.negate:
-                self.pull(self.in_)
-            elif self.is_available(self.out):
+            if bool(self.pred(elem)) != self.negate:
                 self.push(self.out, elem)
-                self.pull(self.in_)
             else:
-                self.held = elem
+                self.pull(self.in_)
         except Exception as e:  # noqa: BLE001
             if decide(self.decider, e) == Supervision.STOP:
                 self.fail_stage(e)
             else:
                 self.pull(self.in_)
-
-    def on_pull(self):
-        elem = self.held
-        if elem is _NOTHING:
-            return  # upstream was pulled already
-        self.held = _NOTHING
-        self.push(self.out, elem)
-        if self.is_closed(self.in_):
-            self.complete_stage()
-        else:
-            self.pull(self.in_)
-
-    def on_upstream_finish(self):
-        if self.held is _NOTHING:
-            self.complete_stage()
-        # else: on_pull hands out the element at hand and completes
 
 
 class _ExpandingLogic(FlowLogic):
@@ -151,8 +128,6 @@ class _ExpandingLogic(FlowLogic):
         self.nxt = nxt
 
     def _none_error(self) -> Exception:
-        from ..errors import PortStateError
-
         return PortStateError(
             f"Cannot push None to port ({self.out.name}) of stage {self}: elements must not be None "
             "(Reactive Streams rule 2.13)"
@@ -182,8 +157,8 @@ class _ExpandingLogic(FlowLogic):
         try:
             self._advance()
         except Exception as e:  # noqa: BLE001
-            # the failure belongs to the next element: it is handled when downstream asks for it,
-            # or right away when nothing is waiting for demand
+            # the failure belongs to the next element: like Pekko, whose iterator fails on the
+            # pull that wants that element, it is handled when downstream pulls again
             self._deferred = e
             return
         if self.nxt is _NOTHING and self.is_closed(self.in_):
@@ -303,8 +278,8 @@ class StatefulMap(FlowStage):
     """Maps with a state: ``create()`` gives the initial state, ``fn(state, elem)`` returns
     ``(new_state, out)``; ``out`` of ``None`` emits nothing for that element.
 
-    ``on_complete(state)`` (optional) is called exactly once when the state is done with: when
-    upstream completes or fails, when downstream cancels, when ``fn`` fails and supervision stops
+    ``on_complete(state)`` (optional) is called once for every state the stage creates, when that
+    state is done with: when upstream completes or fails, when downstream cancels, when ``fn`` fails and supervision stops
     or restarts the stage, and when the stage is stopped abruptly. What it returns (unless
     ``None``) is emitted before the stage completes or fails (or, on Restart, before the next
     element); on cancellation or abrupt termination it is discarded.

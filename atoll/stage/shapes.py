@@ -196,3 +196,73 @@ class FanOutShape(UniformFanOutShape):
 
     def deep_copy(self):
         return FanOutShape(self.in_.carbon_copy(), [p.carbon_copy() for p in self.outlets])
+
+
+class MergePreferredShape(UniformFanInShape):
+    """``MergePreferred``'s shape: ``n`` secondary inlets ``ins``, one ``preferred`` inlet, one outlet.
+
+    ``inlets`` lists the secondary inlets first and ``preferred`` last (Pekko's order), so
+    ``in_(i)`` is the ``i``-th secondary inlet."""
+
+    __slots__ = ()
+
+    def __init__(self, out: Outlet, ins: Sequence[Inlet], preferred: Inlet):
+        super().__init__(out, list(ins) + [preferred])
+
+    @property
+    def preferred(self) -> Inlet:
+        return self.inlets[-1]
+
+    @property
+    def ins(self) -> tuple:
+        """The secondary inlets."""
+        return self.inlets[:-1]
+
+    @property
+    def secondary_ports(self) -> int:
+        return len(self.inlets) - 1
+
+    def deep_copy(self):
+        return MergePreferredShape(
+            self.out.carbon_copy(), [p.carbon_copy() for p in self.ins], self.preferred.carbon_copy()
+        )
+
+
+def _port_number(name: str, prefix: str) -> int:
+    """``3`` for ``prefix + "3"``; -1 when ``name`` is not a numbered port name."""
+    digits = name[len(prefix):]
+    if name.startswith(prefix) and digits.isdigit() and (digits == "0" or not digits.startswith("0")):
+        return int(digits)
+    return -1
+
+
+class FanInShapeN(FanInShape):
+    """A ``FanInShape`` whose inlets are also reachable as ``in0``, ``in1``, ... (Pekko's
+    ``FanInShape2`` .. ``FanInShape22``, used by ``Zip``, ``ZipWith``, ``MergeSorted``)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        i = _port_number(name, "in")
+        if i >= 0 and i < len(self.inlets):
+            return self.inlets[i]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def deep_copy(self):
+        return FanInShapeN(self.out.carbon_copy(), [p.carbon_copy() for p in self.inlets])
+
+
+class FanOutShapeN(FanOutShape):
+    """A ``FanOutShape`` whose outlets are also reachable as ``out0``, ``out1``, ... (Pekko's
+    ``FanOutShape2`` .. ``FanOutShape22``, used by ``Unzip`` and ``UnzipWith``)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        i = _port_number(name, "out")
+        if i >= 0 and i < len(self.outlets):
+            return self.outlets[i]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def deep_copy(self):
+        return FanOutShapeN(self.in_.carbon_copy(), [p.carbon_copy() for p in self.outlets])

@@ -10,6 +10,8 @@ exact signals each step produces:
   ``Cancel(cause)`` / ``OnNext(elem)``, ``OnComplete``, ``OnError(exc)`` into the kit's event set.
 * ``Kit`` wires stages to each other and to probes; ``one_bounded(*stages)`` is Pekko's
   ``OneBoundedSetup``: upstream probe -> stages -> downstream probe, every signal processed to the end.
+* ``JunctionSetup(stage)`` puts a probe on every port of one (fan-in or fan-out) stage; ``feed`` drives
+  upstream probes like ``Source(list)`` and downstream probes like eager sinks.
 """
 from __future__ import annotations
 
@@ -478,6 +480,127 @@ class OneBounded:
         return self.kit.last_events()
 
 
+class JunctionSetup:
+    """One stage (typically a fan-in or fan-out junction) with an upstream probe on each of its inlets
+    (``ups[i]``, named ``up<i>``) and a downstream probe on each of its outlets (``downs[i]``, named
+    ``down<i>``): Pekko's ``TestSetup`` with ``builder(stage).connect(...)``. Events carry their probe.
+
+    ``start=True`` runs the interpreter once after ``init`` so that the stage's ``pre_start`` pulls are
+    already processed (and recorded); ``start=False`` leaves them queued, as Pekko's ``init()`` does.
+    """
+
+    def __init__(
+        self,
+        stage: GraphStage,
+        attributes: Attributes = Attributes.none,
+        decider: Optional[Callable] = None,
+        start: bool = True,
+        grab: bool = True,
+    ):
+        if decider is not None:
+            attributes = attributes.and_(Attributes.supervision_strategy(decider))
+        self.kit = Kit()
+        self.stage = stage
+        self.logic = self.kit.add(stage, attributes)
+        shape = stage.shape
+        self.ups = [self.kit.add(self.kit.upstream(f"up{i}")) for i in range(len(shape.inlets))]
+        self.downs = [self.kit.add(self.kit.downstream(f"down{i}", grab=grab)) for i in range(len(shape.outlets))]
+        for up, in_ in zip(self.ups, shape.inlets):
+            self.kit.connect(up.out, in_)
+        for out, down in zip(shape.outlets, self.downs):
+            self.kit.connect(out, down.in_)
+        self.kit.init()
+        if start:
+            self.kit.run()
+
+    @property
+    def interpreter(self) -> GraphInterpreter:
+        return self.kit.interpreter
+
+    @property
+    def up(self) -> UpstreamProbe:
+        """The only upstream probe (fan-out stages)."""
+        (up,) = self.ups
+        return up
+
+    @property
+    def down(self) -> DownstreamProbe:
+        """The only downstream probe (fan-in stages)."""
+        (down,) = self.downs
+        return down
+
+    def last_events(self) -> set:
+        return self.kit.last_events()
+
+    def received(self, down: DownstreamProbe) -> List[Any]:
+        """Every element ``down`` got so far, in order."""
+        return [e.payload for e in self.kit.log if isinstance(e, OnNext) and e.source is down]
+
+    def feed(
+        self,
+        sources: Sequence[Optional[Sequence[Any]]],
+        demand: Optional[Sequence[Optional[int]]] = None,
+        max_rounds: int = 100_000,
+    ) -> List[List[Any]]:
+        """``feed(self.kit, self.ups, self.downs, sources, demand)``."""
+        return feed(self.kit, self.ups, self.downs, sources, demand, max_rounds)
+
+
+def feed(
+    kit: Kit,
+    ups: Sequence[UpstreamProbe],
+    downs: Sequence[DownstreamProbe],
+    sources: Sequence[Optional[Sequence[Any]]],
+    demand: Optional[Sequence[Optional[int]]] = None,
+    max_rounds: int = 100_000,
+) -> List[List[Any]]:
+    """Drive ``ups`` like ``Source(list)`` upstreams and ``downs`` like eagerly requesting sinks until
+    nothing moves any more; returns what each downstream received meanwhile.
+
+    ``sources[i]``: the elements ``ups[i]`` sends (one per pull; it completes right after its last
+    element, or at once when the list is empty); ``None`` leaves ``ups[i]`` alone.
+    ``demand[j]``: how many elements ``downs[j]`` requests (``None``: unbounded, the default).
+    In each round every upstream that was pulled sends one element (in order) and the interpreter runs
+    to quiescence, then every downstream with demand left pulls and the interpreter runs again (so
+    elements tend to wait at the stage for demand, as with fast sources and a slower sink).
+    """
+    start = len(kit.log)
+    todo = [None if s is None else list(s) for s in sources]
+    left = [None] * len(downs) if demand is None else list(demand)
+    for _ in range(max_rounds):
+        moved = False
+        for i, up in enumerate(ups):
+            items = todo[i]
+            if items is None or up.closed:
+                continue
+            if not items:
+                up.complete_out()
+                todo[i] = None
+                moved = True
+            elif up.available:
+                up.push_elem(items.pop(0))
+                if not items:
+                    up.complete_out()
+                    todo[i] = None
+                moved = True
+        kit.run()
+        for j, down in enumerate(downs):
+            if not down.closed and not down.pulled and (left[j] is None or left[j] > 0):
+                down.pull_in()
+                if left[j] is not None:
+                    left[j] -= 1
+                moved = True
+        kit.run()
+        if not moved:
+            break
+    out: List[List[Any]] = [[] for _ in downs]
+    index = {id(d): j for j, d in enumerate(downs)}
+    for e in kit.log[start:]:
+        if isinstance(e, OnNext) and id(e.source) in index:
+            out[index[id(e.source)]].append(e.payload)
+    return out
+
+
 def events(*evs: Event) -> set:
     return set(evs)
 
@@ -498,6 +621,8 @@ __all__ = [
     "DownstreamProbe",
     "Kit",
     "OneBounded",
+    "JunctionSetup",
+    "feed",
     "create_logic",
     "linear",
     "events",

@@ -1,0 +1,260 @@
+"""Arrow data in Ray -> a Spark DataFrame, and Arrow tables -> Python rows / pandas, as PySpark gives them.
+
+**To Spark.** :func:`arrow_refs_to_spark` turns a list of ``ray.ObjectRef``\\ s of Arrow tables (owned by the
+driver, e.g. the chunks a stream sink collected) into a Spark DataFrame of a given schema, one Spark partition per
+ref. It does not use RayDP's ``ray_dataset_to_spark_dataframe`` for Arrow tables (``ray.data...to_spark``),
+because that path goes Arrow -> pandas -> Arrow in Spark's Python workers and loses data on the way: maps fail
+(pandas gives lists of pairs where PySpark wants dicts) and a nullable ``bigint`` passes through ``float64``.
+Instead each table is checked against the schema and encoded as an Arrow IPC stream by a Ray task (on the node
+that holds it), and RayDP's JVM reader (``RayDatasetRDD`` + ``ObjectStoreReader.RayDatasetToDataFrame``, the path
+RayDP uses for IPC blocks) lets Spark's executors read those bytes straight from the object store into Spark rows:
+no pandas, no Python workers, every Spark type.
+
+The DataFrame is lazy: Spark reads the encoded bytes from Ray every time it is evaluated, so this module keeps
+them alive until :func:`release_frame` is called for the DataFrame or the Spark session stops
+(:func:`atoll.interop.spark_session.stop`). The caller's original table refs are not needed after the call.
+
+**From Arrow.** :func:`arrow_to_rows` gives the dicts ``Row.asDict(recursive=True)`` would give for the same
+Spark rows (``Decimal``, ``date``, naive local ``datetime``, ``bytearray``, lists, dicts for maps and structs);
+:func:`arrow_to_pandas` gives what ``DataFrame.toPandas()`` would (maps as dicts, dates as ``date`` objects,
+timestamps as naive wall-clock time); :func:`slices` cuts a table into zero-copy pieces of at most ``n`` rows.
+
+Private APIs used: ``raydp.spark.dataset._convert_by_rdd`` (RayDP 1.6.5) and Ray's
+``ray._private.worker.global_worker.core_worker.get_owner_address`` (what RayDP's ``get_locations`` calls).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import uuid
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.types as pat
+
+from atoll.errors import IllegalStateError
+from atoll.interop.errors import SchemaMismatchError
+from atoll.interop.spark_schema import SchemaLike, conform, to_arrow_schema, to_spark_schema
+
+__all__ = ["arrow_refs_to_spark", "release_frame", "retained_frames", "arrow_to_rows", "arrow_to_pandas", "slices"]
+
+_FRAME_ATTR = "_atoll_frame_id"
+_retained: Dict[str, List[Any]] = {}  # frame id -> refs of the IPC bytes its DataFrame reads
+_retained_lock = threading.Lock()
+
+
+def _encode_for_spark(data: Any, schema: pa.Schema):
+    """Ray task body: check ``data`` against ``schema`` and encode it as an Arrow IPC stream (bytes, rows)."""
+    table = conform(data, schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_table(table)
+    # bytes (not a pyarrow Buffer): Ray stores bytes in its cross-language format, which the JVM reads as byte[]
+    return sink.getvalue().to_pybytes(), table.num_rows
+
+
+_encode_task = None
+
+
+def _encoder():
+    global _encode_task
+    if _encode_task is None:
+        import ray
+
+        _encode_task = ray.remote(num_cpus=0, num_returns=2, max_retries=3)(_encode_for_spark)
+    return _encode_task
+
+
+def _owner_addresses(refs: Sequence[Any]) -> List[bytes]:
+    import ray
+
+    core_worker = ray._private.worker.global_worker.core_worker
+    return [core_worker.get_owner_address(ref) for ref in refs]
+
+
+def arrow_refs_to_spark(refs: Sequence[Any], schema: SchemaLike, spark=None):
+    """A Spark DataFrame with ``schema`` whose partitions are the Arrow tables behind ``refs``.
+
+    ``refs`` are ``ray.ObjectRef``\\ s (owned by this process) of ``pyarrow.Table``\\ s -- or of anything
+    :func:`~atoll.interop.spark_schema.conform` accepts: record batches, pandas DataFrames, lists of row dicts.
+    ``schema`` is an Arrow schema, a Spark ``StructType`` or a DDL string. Each table is checked against the
+    schema (strictly, see :mod:`atoll.interop.spark_schema`); a mismatch raises
+    :class:`~atoll.interop.errors.SchemaMismatchError` here, naming the ref's position as the element index.
+    No refs give an empty DataFrame with the schema. Blocks until every table has been encoded (not until Spark
+    has read them: Spark reads lazily, and the encoded data is kept for it, see :func:`release_frame`).
+    ``spark`` defaults to the running Spark-on-Ray session.
+    """
+    import ray
+    from pyspark.sql import DataFrame
+
+    spark_schema = to_spark_schema(schema)
+    arrow_schema = to_arrow_schema(spark_schema)  # exactly the layout Spark's reader expects
+    if spark is None:
+        from atoll.interop.spark_session import active_session
+
+        spark = active_session()
+        if spark is None:
+            raise IllegalStateError("arrow_refs_to_spark: no Spark session is running; start one with "
+                                    "atoll.interop.spark_session.session()")
+    refs = list(refs)
+    for i, ref in enumerate(refs):
+        if not isinstance(ref, ray.ObjectRef):
+            raise TypeError(f"arrow_refs_to_spark: refs[{i}] must be a ray.ObjectRef, got {type(ref).__name__}")
+    if not refs:
+        return spark.createDataFrame([], spark_schema)
+    encode = _encoder()
+    blobs, counts = [], []
+    for ref in refs:
+        blob, count = encode.remote(ref, arrow_schema)
+        blobs.append(blob)
+        counts.append(count)
+    for i, count in enumerate(counts):
+        try:
+            ray.get(count)
+        except SchemaMismatchError as exc:
+            cause = getattr(exc, "cause", None)
+            cause = cause if isinstance(cause, SchemaMismatchError) else exc
+            raise cause.with_element_index(i) from None
+    from raydp.spark.dataset import _convert_by_rdd
+
+    df = _convert_by_rdd(spark, blobs, _owner_addresses(blobs), spark_schema)
+    frame_id = uuid.uuid4().hex
+    with _retained_lock:
+        _retained[frame_id] = blobs
+    setattr(df, _FRAME_ATTR, frame_id)
+    assert isinstance(df, DataFrame)
+    return df
+
+
+def release_frame(df) -> None:
+    """Let go of the Ray data behind a DataFrame from :func:`arrow_refs_to_spark`; it cannot be evaluated after.
+
+    (Spark reads that data on every evaluation; ``df.cache()`` or writing it out first keeps the results.)
+    Idempotent; does nothing for other DataFrames.
+    """
+    frame_id = getattr(df, _FRAME_ATTR, None)
+    if frame_id is not None:
+        with _retained_lock:
+            _retained.pop(frame_id, None)
+
+
+def retained_frames() -> int:
+    """How many DataFrames from :func:`arrow_refs_to_spark` still hold Ray data."""
+    with _retained_lock:
+        return len(_retained)
+
+
+def _release_all() -> None:
+    with _retained_lock:
+        _retained.clear()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Arrow -> Python rows / pandas
+# ---------------------------------------------------------------------------------------------------------------
+
+def _local_naive(timezone: Optional[str]) -> Callable[[_dt.datetime], _dt.datetime]:
+    if timezone is None:
+        return lambda d: d.astimezone().replace(tzinfo=None)  # local time, as PySpark's collect() gives
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(timezone)
+    return lambda d: d.astimezone(zone).replace(tzinfo=None)
+
+
+def _py_converter(t: pa.DataType, to_naive) -> Optional[Callable[[Any], Any]]:
+    """Fix-up of one ``to_pylist`` value of Arrow type ``t`` to PySpark's Python value, or None if none needed."""
+    if pat.is_timestamp(t) and t.tz is not None:
+        return lambda v: None if v is None else to_naive(v)
+    if pat.is_binary(t) or pat.is_large_binary(t) or pat.is_binary_view(t) or pat.is_fixed_size_binary(t):
+        return lambda v: None if v is None else bytearray(v)
+    if pat.is_map(t):
+        kc = _py_converter(t.key_type, to_naive)
+        vc = _py_converter(t.item_type, to_naive)
+        if kc is None and vc is None:
+            return None
+        kc = kc or (lambda x: x)
+        vc = vc or (lambda x: x)
+        return lambda v: None if v is None else {kc(k): vc(x) for k, x in v.items()}
+    if pat.is_list(t) or pat.is_large_list(t) or pat.is_fixed_size_list(t):
+        ec = _py_converter(t.value_type, to_naive)
+        if ec is None:
+            return None
+        return lambda v: None if v is None else [ec(x) for x in v]
+    if pat.is_struct(t):
+        convs = [(t.field(i).name, _py_converter(t.field(i).type, to_naive)) for i in range(t.num_fields)]
+        convs = [(n, c) for n, c in convs if c is not None]
+        if not convs:
+            return None
+
+        def conv(v):
+            if v is None:
+                return None
+            for n, c in convs:
+                v[n] = c(v[n])
+            return v
+        return conv
+    return None
+
+
+def arrow_to_rows(table: pa.Table, timezone: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The rows of ``table`` as dicts of Python values, as ``Row.asDict(recursive=True)`` gives them in PySpark.
+
+    ``bigint``/``int`` -> ``int``, ``double`` -> ``float``, ``decimal`` -> ``Decimal``, ``date`` -> ``date``,
+    ``timestamp`` -> naive ``datetime`` in local time (like ``collect()``; or in ``timezone`` if given),
+    ``timestamp_ntz`` -> naive ``datetime``, ``binary`` -> ``bytearray``, arrays -> lists, maps and structs ->
+    dicts, nulls -> ``None``. Accepts a ``RecordBatch`` too.
+    """
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    rows = table.to_pylist(maps_as_pydicts="strict")
+    to_naive = _local_naive(timezone)
+    fixes = [(f.name, _py_converter(f.type, to_naive)) for f in table.schema]
+    fixes = [(n, c) for n, c in fixes if c is not None]
+    if fixes:
+        for row in rows:
+            for n, c in fixes:
+                row[n] = c(row[n])
+    return rows
+
+
+def arrow_to_pandas(table: pa.Table, timezone: Optional[str] = None):
+    """``table`` as a pandas DataFrame, as PySpark's ``toPandas()`` gives it.
+
+    Maps become dicts, dates ``datetime.date`` objects, time-zone-aware timestamps naive wall-clock times in
+    ``timezone`` (PySpark uses the session time zone; the default here is the local one), other types Arrow's
+    usual pandas conversion (a nullable integer column with nulls becomes ``float64``, as in PySpark).
+    Accepts a ``RecordBatch`` too.
+    """
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    frame = table.to_pandas(maps_as_pydicts="strict", date_as_object=True)
+    tz = None
+    for field in table.schema:
+        if pat.is_timestamp(field.type) and field.type.tz is not None:
+            if tz is None:
+                if timezone is None:
+                    from dateutil.tz import tzlocal
+
+                    tz = tzlocal()
+                else:
+                    tz = timezone
+            frame[field.name] = frame[field.name].dt.tz_convert(tz).dt.tz_localize(None)
+    return frame
+
+
+def slices(table: pa.Table, max_rows: Optional[int]) -> Iterator[pa.Table]:
+    """Zero-copy pieces of ``table`` of at most ``max_rows`` rows each, in order (``None``: the whole table).
+
+    An empty table gives no pieces.
+    """
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
+        raise ValueError(f"slices: max_rows must be a positive int or None, got {max_rows!r}")
+    n = table.num_rows
+    if n == 0:
+        return
+    if max_rows is None or n <= max_rows:
+        yield table
+        return
+    for start in range(0, n, max_rows):
+        yield table.slice(start, max_rows)

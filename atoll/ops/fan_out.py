@@ -1,0 +1,459 @@
+"""Fan-out junctions: one inlet, several outlets (Pekko's ``Broadcast``, ``Balance``, ``Partition``,
+``Unzip`` and ``UnzipWith`` from ``scaladsl/Graph.scala`` and the ``UnzipWith`` boilerplate).
+
+Each junction is a ``GraphStage`` with more than one port, so it gets an atomic traversal builder and
+is imported into a graph with ``b.add(Broadcast(3))`` inside a GraphDSL build function. Ports are named
+as in Pekko (``Broadcast.in``, ``Broadcast.out0`` ...); the stage exposes them as ``in_`` and
+``outs`` (``out(i)`` on the shape).
+"""
+from __future__ import annotations
+
+import operator
+from collections import deque
+from typing import Any, Callable, Iterable
+
+from ..errors import PartitionOutOfBoundsError
+from ..stage.attributes import Attributes
+from ..stage.graph_stage import GraphStage
+from ..stage.handlers import InHandler, OutHandler
+from ..stage.logic import GraphStageLogic
+from ..stage.ports import Inlet, Outlet
+from ..stage.shapes import FanOutShapeN, UniformFanOutShape
+from ..stage.supervision import Supervision, decide
+from .base import decider_of, require_callable, require_int
+
+
+def require_bool(op: str, arg: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{op}: argument {arg!r} must be a bool, got {value!r}")
+
+
+class _FanOutStage(GraphStage):
+    """Common part: ``in_`` named ``<prefix>.in`` and ``n`` outlets named ``<prefix>.out<i>``."""
+
+    def __init__(self, prefix: str, n: int, attr_name: str, shape_type=UniformFanOutShape):
+        self.in_ = Inlet(f"{prefix}.in")
+        self.outs = tuple(Outlet(f"{prefix}.out{i}") for i in range(n))
+        self.shape = shape_type(self.in_, self.outs)
+        self.initial_attributes = Attributes.name(attr_name)
+
+    def out(self, i: int) -> Outlet:
+        return self.outs[i]
+
+
+# ---------------------------------------------------------------------------------------------- Broadcast
+class Broadcast(_FanOutStage):
+    """Emits every upstream element to all ``n`` outlets.
+
+    **Emits when** all of the outputs stop backpressuring and there is an input element available.
+    **Backpressures when** any of the outputs backpressures. **Completes when** upstream completes.
+    **Cancels when** ``eager_cancel`` is false: all downstreams cancel; ``eager_cancel`` is true: any
+    downstream cancels, except the outlets listed in ``non_eager_cancel_outputs``, which are simply
+    dropped from the broadcast when they cancel (the cause of the last cancellation is passed upstream).
+    """
+
+    def __init__(self, n: int, eager_cancel: bool = False, non_eager_cancel_outputs: Iterable[int] = ()):
+        require_int("Broadcast", "n", n, 1)
+        require_bool("Broadcast", "eager_cancel", eager_cancel)
+        non_eager = frozenset(non_eager_cancel_outputs)
+        if non_eager and not eager_cancel:
+            raise ValueError(
+                f"Broadcast: argument 'non_eager_cancel_outputs' {sorted(non_eager)} requires eager_cancel=True "
+                "(with eager_cancel=False all outputs already behave non-eagerly)"
+            )
+        bad = [i for i in non_eager if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n]
+        if bad:
+            raise ValueError(
+                f"Broadcast: argument 'non_eager_cancel_outputs' must hold outlet indices in [0, {n - 1}], got {bad}"
+            )
+        super().__init__("Broadcast", n, "broadcast")
+        self.n = n
+        self.eager_cancel = eager_cancel
+        self.non_eager_cancel_outputs = non_eager
+
+    def create_logic(self, attributes):
+        return _BroadcastLogic(self)
+
+    def __repr__(self):
+        return f"Broadcast({self.n})"
+
+
+class _BroadcastLogic(GraphStageLogic, InHandler):
+    def __init__(self, stage: Broadcast):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.outs = stage.outs
+        n = len(stage.outs)
+        # every outlet counts as "waiting for a pull" until it pulls for the first time
+        self.pending = [True] * n
+        self.pending_count = n
+        self.running = n
+        self.set_handler(stage.in_, self)
+        for i, o in enumerate(stage.outs):
+            self.set_handler(o, _BroadcastOut(self, i, stage.eager_cancel and i not in stage.non_eager_cancel_outputs))
+
+    def on_push(self):
+        self.pending_count = self.running
+        elem = self.grab(self.in_)
+        for i, o in enumerate(self.outs):
+            if not self.is_closed(o):
+                self.push(o, elem)
+                self.pending[i] = True
+
+    def pull_if_all_pulled(self):
+        if self.pending_count == 0 and not self.has_been_pulled(self.in_):
+            self.pull(self.in_)
+
+
+class _BroadcastOut(OutHandler):
+    def __init__(self, logic: _BroadcastLogic, i: int, eager: bool):
+        self.logic = logic
+        self.i = i
+        self.eager = eager
+
+    def on_pull(self):
+        logic = self.logic
+        logic.pending[self.i] = False
+        logic.pending_count -= 1
+        logic.pull_if_all_pulled()
+
+    def on_downstream_finish(self, cause):
+        logic = self.logic
+        if self.eager:
+            logic.cancel_stage(cause)
+            return
+        logic.running -= 1
+        if logic.running == 0:
+            logic.cancel_stage(cause)
+        elif logic.pending[self.i]:
+            logic.pending[self.i] = False
+            logic.pending_count -= 1
+            logic.pull_if_all_pulled()
+
+
+# ---------------------------------------------------------------------------------------------- Balance
+class Balance(_FanOutStage):
+    """Emits each upstream element to one of the outlets that has demand, the outlets being served in
+    the order in which they pulled.
+
+    With ``wait_for_all_downstreams=True`` nothing is requested from upstream until every outlet has
+    pulled once (or cancelled).
+
+    **Emits when** any of the outputs stops backpressuring; the element goes to one of them.
+    **Backpressures when** all of the outputs backpressure. **Completes when** upstream completes.
+    **Cancels when** ``eager_cancel`` is false: all downstreams cancel; ``eager_cancel`` is true: any
+    downstream cancels.
+    """
+
+    def __init__(self, n: int, wait_for_all_downstreams: bool = False, eager_cancel: bool = False):
+        require_int("Balance", "n", n, 1)
+        require_bool("Balance", "wait_for_all_downstreams", wait_for_all_downstreams)
+        require_bool("Balance", "eager_cancel", eager_cancel)
+        super().__init__("Balance", n, "balance")
+        self.n = n
+        self.wait_for_all_downstreams = wait_for_all_downstreams
+        self.eager_cancel = eager_cancel
+
+    def create_logic(self, attributes):
+        return _BalanceLogic(self)
+
+    def __repr__(self):
+        return f"Balance({self.n})"
+
+
+class _BalanceLogic(GraphStageLogic, InHandler):
+    def __init__(self, stage: Balance):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.eager_cancel = stage.eager_cancel
+        n = len(stage.outs)
+        self.pending_queue: deque = deque()  # outlets that pulled, in pull order
+        self.need_downstream_pulls = n if stage.wait_for_all_downstreams else 0
+        self.running = n
+        self.set_handler(stage.in_, self)
+        for o in stage.outs:
+            self.set_handler(o, _BalanceOut(self, o))
+
+    def on_push(self):
+        self.dequeue_and_dispatch()
+
+    def dequeue_and_dispatch(self):
+        queue = self.pending_queue
+        while queue:
+            out = queue.popleft()
+            if not self.is_closed(out):
+                self.push(out, self.grab(self.in_))
+                if queue:
+                    self.pull(self.in_)
+                return
+            # that outlet cancelled after it pulled: try the next one waiting
+
+
+class _BalanceOut(OutHandler):
+    def __init__(self, logic: _BalanceLogic, out: Outlet):
+        self.logic = logic
+        self.out = out
+        self.has_pulled = False
+
+    def on_pull(self):
+        logic = self.logic
+        if not self.has_pulled:
+            self.has_pulled = True
+            if logic.need_downstream_pulls > 0:
+                logic.need_downstream_pulls -= 1
+        if logic.need_downstream_pulls == 0:
+            in_ = logic.in_
+            if logic.is_available(in_):
+                if not logic.pending_queue:
+                    logic.push(self.out, logic.grab(in_))
+            else:
+                if not logic.has_been_pulled(in_):
+                    logic.pull(in_)
+                logic.pending_queue.append(self.out)
+        else:
+            logic.pending_queue.append(self.out)
+
+    def on_downstream_finish(self, cause):
+        logic = self.logic
+        if logic.eager_cancel:
+            logic.cancel_stage(cause)
+            return
+        logic.running -= 1
+        if logic.running == 0:
+            logic.cancel_stage(cause)
+        elif not self.has_pulled and logic.need_downstream_pulls > 0:
+            # an outlet that will never pull no longer holds the others back
+            logic.need_downstream_pulls -= 1
+            if logic.need_downstream_pulls == 0 and not logic.has_been_pulled(logic.in_):
+                logic.pull(logic.in_)
+
+
+# ---------------------------------------------------------------------------------------------- Partition
+class Partition(_FanOutStage):
+    """Emits each upstream element to the outlet whose index ``fn(element)`` returns.
+
+    An index outside ``0 .. n-1`` fails the stage with ``PartitionOutOfBoundsError`` (subject to
+    supervision, like an exception raised by ``fn``). An element routed to a cancelled outlet is
+    dropped.
+
+    **Emits when** an element is available from the input and the chosen output has demand.
+    **Backpressures when** the chosen output backpressures. **Completes when** upstream completes
+    (after the element waiting for its outlet, if any, went out). **Cancels when** ``eager_cancel``
+    is false: all downstreams cancel; ``eager_cancel`` is true: any downstream cancels.
+
+    Adheres to the supervision strategy: Resume and Restart drop the element and go on.
+    """
+
+    def __init__(self, n: int, fn: Callable[[Any], int], eager_cancel: bool = False):
+        require_int("Partition", "n", n, 1)
+        require_callable("Partition", "fn", fn)
+        require_bool("Partition", "eager_cancel", eager_cancel)
+        super().__init__("Partition", n, "partition")
+        self.n = n
+        self.fn = fn
+        self.eager_cancel = eager_cancel
+
+    def create_logic(self, attributes):
+        return _PartitionLogic(self, decider_of(attributes))
+
+    def __repr__(self):
+        return f"Partition({self.n})"
+
+
+_NONE = object()  # no element waiting for its outlet
+
+
+class _PartitionLogic(GraphStageLogic, InHandler):
+    def __init__(self, stage: Partition, decider):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.outs = stage.outs
+        self.fn = stage.fn
+        self.n = stage.n
+        self.eager_cancel = stage.eager_cancel
+        self.decider = decider
+        self.pending_elem: Any = _NONE
+        self.pending_idx = -1
+        self.running = stage.n
+        self.set_handler(stage.in_, self)
+        for i, o in enumerate(stage.outs):
+            self.set_handler(o, _PartitionOut(self, i))
+
+    def on_push(self):
+        elem = self.grab(self.in_)
+        try:
+            raw = self.fn(elem)
+            try:
+                idx = operator.index(raw)  # ints, bools, numpy integers
+            except TypeError:
+                raise TypeError(f"Partition: fn must return an int, returned {raw!r} for input {elem!r}") from None
+            if not 0 <= idx < self.n:
+                raise PartitionOutOfBoundsError(
+                    f"partitioner must return an index in the range [0,{self.n - 1}]. returned: [{idx}] "
+                    f"for input [{type(elem).__name__}]."
+                )
+        except Exception as e:  # noqa: BLE001
+            if decide(self.decider, e) == Supervision.STOP:
+                self.fail_stage(e)
+            else:
+                self.pull(self.in_)
+            return
+        out = self.outs[idx]
+        if self.is_closed(out):
+            self.pull_if_any_out_is_available()
+        elif self.is_available(out):
+            self.push(out, elem)
+            self.pull_if_any_out_is_available()
+        else:
+            self.pending_elem = elem
+            self.pending_idx = idx
+
+    def pull_if_any_out_is_available(self):
+        for o in self.outs:
+            if self.is_available(o):
+                self.pull(self.in_)
+                return
+
+    def on_upstream_finish(self):
+        if self.pending_elem is _NONE:
+            self.complete_stage()
+
+
+class _PartitionOut(OutHandler):
+    def __init__(self, logic: _PartitionLogic, idx: int):
+        self.logic = logic
+        self.idx = idx
+
+    def on_pull(self):
+        logic = self.logic
+        in_ = logic.in_
+        if logic.pending_elem is not _NONE:
+            if self.idx == logic.pending_idx:
+                elem, logic.pending_elem = logic.pending_elem, _NONE
+                logic.push(logic.outs[self.idx], elem)
+                if logic.is_closed(in_):
+                    logic.complete_stage()
+                elif not logic.has_been_pulled(in_):
+                    logic.pull(in_)
+        elif not logic.has_been_pulled(in_):
+            logic.pull(in_)
+
+    def on_downstream_finish(self, cause):
+        logic = self.logic
+        if logic.eager_cancel:
+            logic.cancel_stage(cause)
+            return
+        logic.running -= 1
+        if logic.running == 0:
+            logic.cancel_stage(cause)
+        elif logic.pending_elem is not _NONE and self.idx == logic.pending_idx:
+            # the element waiting for this outlet is dropped
+            logic.pending_elem = _NONE
+            if logic.is_closed(logic.in_):
+                logic.cancel_stage(cause)
+            elif not logic.has_been_pulled(logic.in_):
+                logic.pull(logic.in_)
+
+
+# ---------------------------------------------------------------------------------------------- UnzipWith
+class UnzipWith(_FanOutStage):
+    """Splits each upstream element into ``n`` parts with ``fn`` (which returns a tuple of ``n``
+    elements) and emits part ``i`` to outlet ``i``.
+
+    **Emits when** all of the outputs stop backpressuring and there is an input element available.
+    **Backpressures when** any of the outputs backpressures. **Completes when** upstream completes.
+    **Cancels when** all downstreams cancel (with the cause of the last cancellation).
+
+    An exception raised by ``fn`` fails the stage (no supervision, as in Pekko).
+    """
+
+    _prefix = "UnzipWith"
+    _attr = "unzip_with"
+
+    def __init__(self, fn: Callable[[Any], tuple], n: int = 2):
+        require_callable(self._prefix, "fn", fn)
+        require_int(self._prefix, "n", n, 2)
+        super().__init__(self._prefix, n, self._attr, FanOutShapeN)
+        self.fn = fn
+        self.n = n
+
+    def create_logic(self, attributes):
+        return _UnzipWithLogic(self)
+
+    def __repr__(self):
+        return f"{self._prefix}({self.n})"
+
+
+def _identity(x):
+    return x
+
+
+class Unzip(UnzipWith):
+    """Splits each pair ``(a, b)`` of the upstream into ``a`` on ``out0`` and ``b`` on ``out1``.
+
+    **Emits when** all of the outputs stop backpressuring and there is an input element available.
+    **Backpressures when** any of the outputs backpressures. **Completes when** upstream completes.
+    **Cancels when** all downstreams cancel.
+    """
+
+    _prefix = "Unzip"
+    _attr = "unzip"
+
+    def __init__(self):
+        super().__init__(_identity, 2)
+
+    def __repr__(self):
+        return "Unzip"
+
+
+class _UnzipWithLogic(GraphStageLogic, InHandler):
+    def __init__(self, stage: UnzipWith):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.outs = stage.outs
+        self.fn = stage.fn
+        self.n = stage.n
+        self.prefix = stage._prefix
+        self.pending = [True] * stage.n
+        self.pending_count = stage.n
+        self.running = stage.n
+        self.set_handler(stage.in_, self)
+        for i, o in enumerate(stage.outs):
+            self.set_handler(o, _UnzipWithOut(self, i))
+
+    def on_push(self):
+        parts = self.fn(self.grab(self.in_))
+        if not isinstance(parts, (tuple, list)) or len(parts) != self.n:
+            raise TypeError(f"{self.prefix}: expected a tuple of {self.n} elements to split into, got {parts!r}")
+        for i, o in enumerate(self.outs):
+            if not self.is_closed(o):
+                self.push(o, parts[i])
+                self.pending[i] = True
+        self.pending_count = self.running
+
+
+class _UnzipWithOut(OutHandler):
+    def __init__(self, logic: _UnzipWithLogic, i: int):
+        self.logic = logic
+        self.i = i
+
+    def on_pull(self):
+        logic = self.logic
+        logic.pending_count -= 1
+        logic.pending[self.i] = False
+        if logic.pending_count == 0:
+            logic.pull(logic.in_)
+
+    def on_downstream_finish(self, cause):
+        logic = self.logic
+        logic.running -= 1
+        if logic.running == 0:
+            logic.cancel_stage(cause)
+            return
+        if logic.pending[self.i]:
+            logic.pending_count -= 1
+        if logic.pending_count == 0 and not logic.has_been_pulled(logic.in_):
+            logic.pull(logic.in_)
+
+
+__all__ = ["Broadcast", "Balance", "Partition", "Unzip", "UnzipWith"]
