@@ -10,13 +10,37 @@ from .errors import *  # noqa: F401,F403 - the error classes are part of the pub
 from .errors import __dict__ as _errors_dict
 from .markers import Done, NotUsed
 from .materializer import Materializer, MaterializerSettings, default_materializer, set_default_materializer
+from .dsl.bidi_flow import BidiFlow
+from .dsl.graph_dsl import GraphBuilder, GraphDSL
 from .ops.buffer import OverflowStrategy
+from .ops.fan_in import (
+    Concat,
+    Interleave,
+    Merge,
+    MergeLatest,
+    MergePreferred,
+    MergePrioritized,
+    MergeSorted,
+    OrElse,
+    Zip,
+    ZipLatest,
+    ZipLatestWith,
+    ZipWith,
+)
+from .ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
 from .ops.kill_switch import KillSwitch, KillSwitches, SharedKillSwitch, UniqueKillSwitch
 from .ops.sources import Cancellable
 from .stage import (
     Attributes,
+    BidiShape,
     ClosedShape,
+    FanInShape,
+    FanInShapeN,
+    FanOutShape,
+    FanOutShapeN,
     FlowShape,
+    MergePreferredShape,
+    Shape,
     GraphStage,
     GraphStageLogic,
     InHandler,
@@ -26,6 +50,8 @@ from .stage import (
     SinkShape,
     SourceShape,
     Supervision,
+    UniformFanInShape,
+    UniformFanOutShape,
     TimerGraphStageLogic,
 )
 
@@ -64,5 +90,34 @@ __all__ = [
     "SourceShape",
     "FlowShape",
     "SinkShape",
+    "BidiShape",
+    "Shape",
+    "FanInShape",
+    "FanInShapeN",
+    "FanOutShape",
+    "FanOutShapeN",
+    "UniformFanInShape",
+    "UniformFanOutShape",
+    "MergePreferredShape",
+    "GraphDSL",
+    "GraphBuilder",
+    "BidiFlow",
+    "Broadcast",
+    "Balance",
+    "Partition",
+    "Unzip",
+    "UnzipWith",
+    "Merge",
+    "MergePreferred",
+    "MergePrioritized",
+    "MergeSorted",
+    "MergeLatest",
+    "Zip",
+    "ZipWith",
+    "ZipLatest",
+    "ZipLatestWith",
+    "Concat",
+    "Interleave",
+    "OrElse",
     "errors",
 ] + _error_names

@@ -24,6 +24,7 @@ from ..materializer.materializer import Materializer, MaterializerSettings
 from ..ops.kill_switch import KillSwitchStage
 from .exports import ExportedHandle, RemoteKillSwitch, import_value
 from .island_actor import IslandActor
+from ..materializer.driver_prep import DriverContext
 from .plan import RecordingPhase
 from .running import RayRunningGraph, _Island
 
@@ -104,6 +105,14 @@ class RayMaterializer(Materializer):
 
     def materialize(self, graph) -> Any:
         self._check_open()
+        driver = DriverContext(self, remote=True)
+        try:
+            return self._materialize(graph, driver)
+        except BaseException:
+            driver.abort()
+            raise
+
+    def _materialize(self, graph, driver: DriverContext) -> Any:
         build = _GraphBuild(self)
         settings = self.settings
         top = settings.top_attributes()
@@ -112,6 +121,7 @@ class RayMaterializer(Materializer):
             lambda tag, attrs, index: RecordingPhase(build, attrs, index),
             top,
             stderr_debug() if settings.debug else None,
+            driver,
         )
         phases = [p for p in phases if p.stages]
         actors: Dict[int, Any] = {}
@@ -143,6 +153,10 @@ class RayMaterializer(Materializer):
                 self._kill(actors)
                 raise MaterializationError(f"island {p.name} failed to start: {e}") from None
         running = RayRunningGraph(build.name, islands, self._unregister)
+        for hold in driver.holds:
+            hold.bind(running.hold(hold.phase.index))
+        for fn in driver.hand_over():
+            running.add_cleanup(fn)
         known = {}
         for p, exported in zip(phases, results):
             future_for = running.future_for(p.index)

@@ -59,7 +59,8 @@ def _monitor() -> _MonitorThread:
 
 
 class _Island:
-    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable")
+    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable",
+                 "holds", "kill_pending")
 
     def __init__(self, index: int, name: str, actor, options: dict):
         self.index = index
@@ -72,6 +73,8 @@ class _Island:
         self.handles: Dict[int, Any] = {}
         self.error: Optional[BaseException] = None
         self.unavailable = 0
+        self.holds = 0  # IslandHolds not yet released: the actor stays until they are
+        self.kill_pending = False
 
 
 class RayRunningGraph:
@@ -168,11 +171,36 @@ class RayRunningGraph:
             proxy._detached(copies.get(hid))
         for fut in island.futures.values():
             fail_promise(fut, AbruptTerminationError(f"island {island.name!r} ended before this value completed"))
-        try:
-            ray.kill(island.actor, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
+        with self._lock:
+            held = island.holds > 0
+            island.kill_pending = held
+        if not held:
+            try:
+                ray.kill(island.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
         self._maybe_finish()
+
+    def hold(self, index: int) -> Callable[[], None]:
+        """Keep island ``index``'s actor after its island ended until the returned release is called (the
+        driver still needs objects that actor owns)."""
+        island = self._islands_by_index()[index]
+        with self._lock:
+            island.holds += 1
+
+        def release() -> None:
+            with self._lock:
+                island.holds -= 1
+                kill = island.holds == 0 and island.kill_pending
+                if kill:
+                    island.kill_pending = False
+            if kill:
+                try:
+                    ray.kill(island.actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+
+        return release
 
     def _island_died(self, island: _Island, cause: BaseException) -> None:
         with self._lock:

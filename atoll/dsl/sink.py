@@ -51,6 +51,30 @@ class Sink(Blueprint):
         return Sink.from_graph(K.SeqSink())
 
     @staticmethod
+    def to_spark(schema: Any = None, spark: Any = None) -> "Sink":
+        """Collect into a Spark DataFrame: ``Future[pyspark.sql.DataFrame]``. Elements (row dicts, Rows, Arrow
+        batches, pandas frames) are checked against ``schema`` (a ``StructType``, a DDL string such as
+        ``"id long, name string"``, or inferred from the first batch) and kept as Arrow blocks in the Ray object
+        store until Spark takes them through RayDP."""
+        from ..interop.spark_sink import SparkSink
+
+        return Sink.from_graph(SparkSink(schema, spark))
+
+    @staticmethod
+    def to_parquet(path: Any, schema: Any = None) -> "Sink":
+        """Write to one Parquet file (checked as ``to_spark`` checks): ``Future[int]``, the rows written."""
+        from ..interop.parquet import ParquetSink
+
+        return Sink.from_graph(ParquetSink(path, schema))
+
+    @staticmethod
+    def to_ray_dataset(schema: Any = None) -> "Sink":
+        """Collect into a ``ray.data.Dataset`` of Arrow blocks: ``Future[ray.data.Dataset]``."""
+        from ..interop.ray_dataset import RayDatasetSink
+
+        return Sink.from_graph(RayDatasetSink(schema))
+
+    @staticmethod
     def ignore() -> "Sink":
         """Drop every element: ``Future[Done]``."""
         return Sink.from_graph(K.IgnoreSink())

@@ -139,6 +139,31 @@ class Source(FlowOps, GraphOps, Blueprint):
         whose ``cancel()`` completes the stream."""
         return Source.from_graph(S.TickSource(initial_delay, interval, tick))
 
+    @staticmethod
+    def from_spark(df: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None) -> "Source":
+        """Stream a Spark DataFrame, fetching its partitions into Ray as demand arrives: rows as dicts
+        (``rows``), ``pyarrow.RecordBatch``\\ es (``arrow``) or pandas DataFrames (``pandas``) of at most
+        ``max_rows_per_batch`` rows. Spark computes and caches the DataFrame when the graph starts; see
+        :mod:`atoll.interop.spark_source` for what is streamed and what memory it takes."""
+        from ..interop.spark_source import SparkSource
+
+        return Source.from_graph(SparkSource(df, as_, max_rows_per_batch))
+
+    @staticmethod
+    def from_parquet(path: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None,
+                     columns: Optional[list] = None) -> "Source":
+        """Read a Parquet file or directory lazily, batch by batch, as rows, Arrow batches or pandas frames."""
+        from ..interop.parquet import parquet_source
+
+        return Source.from_graph(parquet_source(path, as_, max_rows_per_batch, columns))
+
+    @staticmethod
+    def from_ray_dataset(ds: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None) -> "Source":
+        """Stream a ``ray.data.Dataset`` (executed as demand arrives) as rows, Arrow batches or pandas frames."""
+        from ..interop.ray_dataset import ray_dataset_source
+
+        return Source.from_graph(ray_dataset_source(ds, as_, max_rows_per_batch))
+
 
 def _check_flow(flow, op: str) -> None:
     shape = getattr(flow, "shape", None)

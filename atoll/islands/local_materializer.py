@@ -6,6 +6,7 @@ from typing import Any
 
 from ..materializer import phased
 from ..materializer.debug import stderr_debug
+from ..materializer.driver_prep import DriverContext
 from ..materializer.materializer import Materializer, MaterializerSettings
 from ..materializer.mat_values import resolve
 from ..materializer.running_graph import RunningGraph
@@ -50,14 +51,20 @@ class LocalMaterializer(Materializer):
         self._check_open()
         build = _GraphBuild(self)
         traversal = graph.builder.traversal
-        mat, phases = phased.materialize(
-            traversal,
-            lambda tag, attrs, index: LocalIslandPhase(build, attrs, index),
-            build.top_attributes,
-            stderr_debug() if self.settings.debug else None,
-        )
+        driver = DriverContext(self, remote=False)
+        try:
+            mat, phases = phased.materialize(
+                traversal,
+                lambda tag, attrs, index: LocalIslandPhase(build, attrs, index),
+                build.top_attributes,
+                stderr_debug() if self.settings.debug else None,
+                driver,
+            )
+        except BaseException:
+            driver.abort()
+            raise
         hosts = [p.host for p in phases if not p.is_empty]
-        running = RunningGraph(build.name, hosts, self._unregister)
+        running = RunningGraph(build.name, hosts, self._unregister, cleanups=driver.hand_over())
         if hosts:
             self._register(running)
         for h in hosts:

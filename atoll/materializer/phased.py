@@ -11,6 +11,7 @@ from typing import Any, Callable, List, Optional, Tuple
 from ..markers import NotUsed
 from ..stage.attributes import Attributes
 from . import mat_values
+from .driver_prep import DriverContext, prepare
 from .island_tracking import IslandTracking
 from .traversal import (
     Compose,
@@ -33,10 +34,12 @@ def materialize(
     make_phase: Callable[[Any, Attributes, int], Any],
     top_attributes: Attributes,
     debug: Optional[Callable[[str], None]] = None,
+    driver: Optional[DriverContext] = None,
 ) -> Tuple[Any, List[Any]]:
     """Walk ``traversal``; return ``(materialized value, phases)``. Every phase's
     ``on_island_ready`` has been called when this returns. The value may still be pending
-    (see ``mat_values``) when islands report their values later."""
+    (see ``mat_values``) when islands report their values later. Stages that ask for driver-side
+    preparation (``driver_prep``) are prepared with ``driver``."""
     tracking = IslandTracking(make_phase, top_attributes, debug)
     traversal_stack: List[Traversal] = []
     attributes_stack: List[Attributes] = [top_attributes]
@@ -46,11 +49,11 @@ def materialize(
         t = type(current)
         nxt = EmptyTraversal
         if t is MaterializeAtomic:
-            module = current.module
-            attrs = attributes_stack[-1]
             phase = tracking.current_phase
+            module, finish = prepare(current.module, driver, phase)
+            attrs = attributes_stack[-1]
             handle, mat = phase.materialize_atomic(module, attrs)
-            mat_stack.append(mat)
+            mat_stack.append(mat if finish is None else mat_values.apply(finish, mat))
             offset = tracking.current_global_offset
             shape = module.shape
             if debug:

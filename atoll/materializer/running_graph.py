@@ -6,6 +6,7 @@ graph with a cause (every stage fails with it, so every future of the graph fail
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable, List, Optional
@@ -14,16 +15,19 @@ from ..errors import AbruptTerminationError
 from ..markers import Done
 
 _graph_ids = itertools.count(1)
+log = logging.getLogger(__name__)
 
 
 class RunningGraph:
-    def __init__(self, name: str, islands: List[Any], on_end: Optional[Callable[["RunningGraph"], None]] = None):
+    def __init__(self, name: str, islands: List[Any], on_end: Optional[Callable[["RunningGraph"], None]] = None,
+                 cleanups: Optional[List[Callable[[], None]]] = None):
         self.id = next(_graph_ids)
         self.name = name
         self._islands = list(islands)
         self._remaining = len(self._islands)
         self._lock = threading.Lock()
         self._on_end = on_end
+        self._cleanups: List[Callable[[], None]] = list(cleanups or ())
         self.completion: Future = Future()
         self.completion.set_running_or_notify_cancel()
         if self._remaining == 0:
@@ -41,7 +45,16 @@ class RunningGraph:
         if last:
             self._finish()
 
+    def add_cleanup(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` when every island has ended (before ``completion`` is set)."""
+        self._cleanups.append(fn)
+
     def _finish(self) -> None:
+        for fn in self._cleanups:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - a failed clean-up must not hide the graph's outcome
+                log.error("cleanup of graph %s failed: %r", self.name, e)
         errors = [i.error for i in self._islands if getattr(i, "error", None) is not None]
         if errors:
             self.completion.set_exception(errors[0])

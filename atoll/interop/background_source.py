@@ -1,0 +1,155 @@
+"""A source whose elements come from a blocking iterator run on a helper thread, a few chunks ahead of demand.
+
+Reading a file, waiting for a Ray object or for a Spark partition blocks; doing that on the island's thread
+would stall every other stage of the island. :class:`BackgroundSource` runs ``factory()`` and its iterator on a
+thread of its own, which produces at most ``prefetch`` chunks beyond what downstream has taken (a semaphore of
+credits), and hands each chunk to the stage through an async callback. A chunk is a list of elements emitted one
+by one (``chunked=True``) or a single element. Nothing is produced before the stage starts, and the thread stops
+(closing the iterator) when the stage stops for any reason.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Callable, Iterator
+
+from ..errors import PortStateError
+from ..ops.base import SourceStage
+from ..stage.handlers import OutHandler
+from ..stage.logic import GraphStageLogic
+
+__all__ = ["BackgroundSource"]
+
+_DONE = object()
+
+
+class BackgroundSource(SourceStage):
+    """Emits what a blocking iterator yields, produced on a helper thread up to ``prefetch`` chunks ahead.
+
+    **Emits when** a produced element is at hand and downstream pulls. **Backpressures** the producing thread
+    when ``prefetch`` chunks are waiting. **Completes when** the iterator is exhausted and every element was
+    emitted. **Fails when** ``factory`` or the iterator raises (with that exception, after the elements produced
+    before it). **Cancels** (stops the thread and closes the iterator) when downstream cancels.
+    """
+
+    def __init__(self, name: str, factory: Callable[[], Iterator[Any]], *, prefetch: int = 2,
+                 chunked: bool = False):
+        if not callable(factory):
+            raise TypeError(f"{name}: factory must be callable, got {factory!r}")
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 1:
+            raise ValueError(f"{name}: prefetch must be an int >= 1, got {prefetch!r}")
+        super().__init__(name)
+        self.factory = factory
+        self.prefetch = prefetch
+        self.chunked = chunked
+
+    def create_logic(self, attributes):
+        return _BackgroundLogic(self)
+
+
+class _BackgroundLogic(GraphStageLogic, OutHandler):
+    def __init__(self, stage: BackgroundSource):
+        super().__init__(stage.shape)
+        self.stage = stage
+        self.out = stage.out
+        self.set_handler(stage.out, self)
+        self.chunks: collections.deque = collections.deque()
+        self.cur: list = []  # the chunk being emitted (chunked mode) and the position in it
+        self.pos = 0
+        self.finished = False
+        self.error = None
+        self.credits = threading.Semaphore(stage.prefetch)
+        self.stopping = threading.Event()
+        self.thread = None
+
+    def pre_start(self) -> None:
+        deliver = self.get_async_callback(self._arrived)
+        self.thread = threading.Thread(target=self._produce, args=(deliver,), daemon=True,
+                                       name=f"atoll-{self.stage.name}")
+        self.thread.start()
+
+    # ---------------------------------------------------------------- helper thread
+    def _produce(self, deliver) -> None:
+        stage, credits, stopping = self.stage, self.credits, self.stopping
+        it = None
+        try:
+            it = iter(stage.factory())
+            while True:
+                credits.acquire()
+                if stopping.is_set():
+                    return
+                item = next(it, _DONE)
+                if item is _DONE or stopping.is_set():
+                    break
+                deliver.invoke(item)
+            deliver.invoke(_DONE)
+        except BaseException as e:  # noqa: BLE001 - the stage fails with it, on its own thread
+            deliver.invoke(_Failure(e))
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - already ending
+                    pass
+
+    # ---------------------------------------------------------------- island thread
+    def _arrived(self, item) -> None:
+        if item is _DONE:
+            self.finished = True
+        elif type(item) is _Failure:
+            self.finished = True
+            self.error = item.error
+        else:
+            self.chunks.append(item)
+        if self.is_available(self.out):
+            self.on_pull()
+        elif self.finished and not self.chunks and self.pos >= len(self.cur):
+            self._end()
+
+    def _next(self):
+        """The next element at hand, or ``_DONE`` when none is."""
+        if self.stage.chunked:
+            while self.pos >= len(self.cur):
+                if not self.chunks:
+                    return _DONE
+                self.cur = self.chunks.popleft()
+                self.pos = 0
+                self.credits.release()
+            elem = self.cur[self.pos]
+            self.pos += 1
+            return elem
+        if not self.chunks:
+            return _DONE
+        self.credits.release()
+        return self.chunks.popleft()
+
+    def on_pull(self) -> None:
+        elem = self._next()
+        if elem is not _DONE:
+            if elem is None:
+                self.fail_stage(PortStateError(
+                    f"{self.stage.name}: the iterator yielded None; elements must not be None "
+                    "(Reactive Streams rule 2.13)"))
+                return
+            self.push(self.out, elem)
+            return
+        if self.finished:
+            self._end()
+
+    def _end(self) -> None:
+        if self.error is not None:
+            self.fail_stage(self.error)
+        else:
+            self.complete_stage()
+
+    def post_stop(self) -> None:
+        self.stopping.set()
+        self.credits.release()
+
+
+class _Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error

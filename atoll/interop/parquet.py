@@ -1,0 +1,138 @@
+"""Parquet files as a source and a sink (pyarrow), for users who hand data to Spark and others through files.
+
+Both run where their island runs, so the path must be reachable from that node (a shared file system or an
+object store URI pyarrow understands on a cluster).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, List, Optional
+
+import pyarrow as pa
+
+from ..ops.base import SinkStage, new_promise
+from .arrow_blocks import ROWS_PER_BLOCK, BlockLogic
+from .background_source import BackgroundSource
+from .spark_sink import arrow_schema_of
+
+__all__ = ["parquet_source", "ParquetSink", "batches_as"]
+
+FORMATS = ("rows", "arrow", "pandas")
+
+
+def _check_path(path: Any, op: str) -> str:
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str) or not path:
+        raise TypeError(f"{op}: path must be a non-empty string or path, got {path!r}")
+    return path
+
+
+def check_format(as_: Any, max_rows: Any, op: str) -> None:
+    if as_ not in FORMATS:
+        raise ValueError(f"{op}: as_ must be one of {FORMATS}, got {as_!r}")
+    if max_rows is not None and (not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1):
+        raise ValueError(f"{op}: max_rows_per_batch must be an int >= 1 or None, got {max_rows!r}")
+
+
+def batches_as(batches: Iterator[Any], fmt: str) -> Iterator[Any]:
+    """Arrow record batches/tables as chunks of row dicts (``rows``), record batches or pandas DataFrames."""
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        if fmt == "rows":
+            yield b.to_pylist()
+        elif fmt == "arrow":
+            yield b if isinstance(b, pa.RecordBatch) else b.combine_chunks().to_batches()[0]
+        else:
+            yield b.to_pandas()
+
+
+class _ParquetReader:
+    def __init__(self, path: str, fmt: str, max_rows: int, columns: Optional[List[str]]):
+        self.path, self.fmt, self.max_rows, self.columns = path, fmt, max_rows, columns
+
+    def __call__(self) -> Iterator[Any]:
+        import pyarrow.dataset as ds
+
+        data = ds.dataset(self.path, format="parquet")
+        return batches_as(data.to_batches(columns=self.columns, batch_size=self.max_rows), self.fmt)
+
+
+def parquet_source(path: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None,
+                   columns: Optional[List[str]] = None) -> BackgroundSource:
+    """A stage reading a Parquet file or directory lazily, batch by batch, on demand (see ``Source.from_parquet``).
+
+    **Emits when** downstream pulls (rows one by one; Arrow batches or pandas frames of at most
+    ``max_rows_per_batch`` rows). **Completes when** every batch was read. **Fails when** the path cannot be read.
+    """
+    path = _check_path(path, "Source.from_parquet")
+    check_format(as_, max_rows_per_batch, "Source.from_parquet")
+    if columns is not None and (not isinstance(columns, (list, tuple)) or
+                                not all(isinstance(c, str) for c in columns)):
+        raise TypeError(f"Source.from_parquet: columns must be a list of column names, got {columns!r}")
+    if max_rows_per_batch is None:
+        max_rows_per_batch = 2048 if as_ == "rows" else 65536
+    reader = _ParquetReader(path, as_, max_rows_per_batch, list(columns) if columns is not None else None)
+    return BackgroundSource("from_parquet", reader, prefetch=2, chunked=as_ == "rows")
+
+
+class ParquetSink(SinkStage):
+    """Writes the stream to one Parquet file: ``Future[int]`` (rows written), completed when the file is closed.
+
+    Elements are checked and gathered as for ``Sink.to_spark`` (row dicts, Rows, Arrow, pandas; ``schema`` given
+    or inferred from the first batch; a mismatch fails the stream naming the column, types and element index),
+    and written as row groups of up to ``rows_per_block`` rows. On failure the file is closed with the row groups
+    written so far (as Pekko's file sinks leave a partial file).
+
+    **Backpressures when** a row group is being written. **Completes** its future when upstream completed and
+    the file is closed. **Cancels when** an element does not fit the schema or writing fails.
+    """
+
+    def __init__(self, path: Any, schema: Any = None, rows_per_block: int = ROWS_PER_BLOCK):
+        super().__init__("to_parquet")
+        self.path = _check_path(path, "Sink.to_parquet")
+        self.schema = arrow_schema_of(schema, "Sink.to_parquet")
+        if not isinstance(rows_per_block, int) or isinstance(rows_per_block, bool) or rows_per_block < 1:
+            raise ValueError(f"Sink.to_parquet: rows_per_block must be an int >= 1, got {rows_per_block!r}")
+        self.rows_per_block = rows_per_block
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+        return _ParquetLogic(self, promise), promise
+
+
+class _ParquetLogic(BlockLogic):
+    def __init__(self, stage: ParquetSink, promise):
+        super().__init__(stage, promise)
+        self.path = stage.path
+        self.writer = None
+        self.written = 0
+
+    def _put(self, table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema)
+        self.writer.write_table(table)
+        self.written += table.num_rows
+
+    def _result(self) -> Any:
+        if self.writer is None:
+            import pyarrow.parquet as pq
+
+            schema = self.schema if self.schema is not None else pa.schema([])
+            pq.write_table(schema.empty_table(), self.path)
+        else:
+            self.writer.close()
+            self.writer = None
+        return self.written
+
+    def post_stop(self):
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except Exception:  # noqa: BLE001 - already failing
+                pass
+            self.writer = None
+        super().post_stop()
