@@ -133,6 +133,8 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
                     "(Reactive Streams rule 2.13)"))
                 return
             self.push(self.out, elem)
+            if self.finished and not self.chunks and self.pos >= len(self.cur):
+                self._end()  # that was the last element: complete now, not at the next pull
             return
         if self.finished:
             self._end()
