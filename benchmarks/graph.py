@@ -1,0 +1,150 @@
+"""``graph``: n ints through a fan-out/fan-in graph built with GraphDSL, on ``Materializer.ray()``.
+
+::
+
+    Source.range(0, n) -> Broadcast(2) -+-> map(x + 1) -+-> Zip -> Sink.fold(0, acc + a + b)
+                                        +-> map(x * 2) -+
+
+- ``graph-1-island``  — the whole graph in one island (one actor): the junctions run in the graph
+                        interpreter, the maps are not fused across them;
+- ``graph-branches``  — each branch (one map) in an island of its own (three actors: source,
+                        broadcast, zip and fold in one, a map in each of the two others), so every
+                        element crosses four channels;
+- ``linear``          — for the ratio: the ``linear`` benchmark's Atoll pipeline
+                        (``map . map . filter`` into a fold, fused into one loop) on the same
+                        ``Materializer.ray()`` (one actor);
+- ``graph-local``     — reference: the one-island graph on ``Materializer.local()`` (no Ray); unless
+                        ``--full`` it runs at most ``LOCAL_CAP`` elements (the row shows its n; a
+                        rate is a rate).
+
+Every run includes materialization (actors start) and the wait for the fold's future. Each case is
+warmed up once and timed ``runs`` times; elements/s is n / best time. Every graph variant must give
+the sum ``sum(3x + 1 for x in range(n))`` and the linear case its closed-form sum (the Result's
+``ok`` flag).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional
+
+from ._common import Options, Result, Table, fmt_rate, fmt_ratio, fmt_secs, measure, out, progress
+
+N = 1_000_000
+N_QUICK = 100_000
+LOCAL_CAP = 200_000
+
+
+def expected_graph_sum(n: int) -> int:
+    """sum over x in range(n) of (x + 1) + 2x = 3 * n(n - 1) / 2 + n."""
+    return 3 * n * (n - 1) // 2 + n
+
+
+def add_pair(acc, pair):
+    return acc + pair[0] + pair[1]
+
+
+def inc(x):
+    return x + 1
+
+
+def dbl(x):
+    return x * 2
+
+
+def build_graph(n: int, branch_islands: bool):
+    """The benchmark's graph as a RunnableGraph materializing the fold's future."""
+    from atoll import Broadcast, ClosedShape, Flow, GraphDSL, RunnableGraph, Sink, Source, Zip
+
+    def build(b, sink):
+        bcast = b.add(Broadcast(2))
+        zip_ = b.add(Zip())
+        left = Flow().map(inc)
+        right = Flow().map(dbl)
+        if branch_islands:
+            left, right = left.island(), right.island()
+        Source.range(0, n) >> bcast.in_
+        bcast.out(0) >> left >> zip_.in0
+        bcast.out(1) >> right >> zip_.in1
+        zip_.out >> sink.in_
+        return ClosedShape
+
+    return RunnableGraph.from_graph(GraphDSL.create(build, Sink.fold(0, add_pair)))
+
+
+def make_graph_case(materializer, branch_islands: bool) -> Callable[[int], int]:
+    def run_graph(n: int) -> int:
+        return build_graph(n, branch_islands).run(materializer).result(timeout=600)
+
+    return run_graph
+
+
+def run(opts: Options) -> Result:
+    import ray
+
+    from atoll import Materializer
+
+    from .linear import expected_sum as linear_expected_sum
+    from .linear import make_atoll as make_linear_atoll
+    from .raw_ray import init_local_ray
+
+    n = N_QUICK if opts.quick else N
+    runs = opts.runs
+    res = Result("graph", params={"n": n, "runs": runs, "warmup": 1})
+    out(f"graph: {n:,} ints -> Broadcast(2) -> map(+1) | map(*2) -> Zip -> fold(acc + a + b); "
+        f"Materializer.ray(), 1 warm-up + best of {runs} (materialization included)")
+
+    progress("ray.init")
+    started = init_local_ray()
+    ray_mat = Materializer.ray(start_timeout=60)
+    local_mat = Materializer.local()
+    local_n = n if opts.full else min(n, LOCAL_CAP)
+    res.params["graph_local_n"] = local_n
+    variants = [
+        ("graph-1-island", "the whole graph in one island (one actor)",
+         make_graph_case(ray_mat, branch_islands=False), n, expected_graph_sum),
+        ("graph-branches", "each branch's map in its own island (three actors)",
+         make_graph_case(ray_mat, branch_islands=True), n, expected_graph_sum),
+        ("linear", "benchmarks.linear's Atoll pipeline map.map.filter -> fold, one actor",
+         make_linear_atoll(ray_mat), n, linear_expected_sum),
+        ("graph-local", "reference: the one-island graph on Materializer.local()",
+         make_graph_case(local_mat, branch_islands=False), local_n, expected_graph_sum),
+    ]
+    rates: Dict[str, Optional[float]] = {}
+    try:
+        for name, what, fn, size, expected in variants:
+            progress(f"graph/{name} (n={size:,})")
+            t = measure(lambda: fn(size), runs=runs, warmup=1)
+            want = expected(size)
+            ok = t.value == want
+            if not ok:
+                res.ok = False
+                res.notes.append(f"{name}: sum {t.value!r} != expected {want}")
+            rates[name] = t.rate(size)
+            res.rows.append({"variant": name, "what": what, "n": size, "result": t.value, "expected": want,
+                             "correct": ok, "times_s": t.times, "best_s": t.best, "median_s": t.median,
+                             "elements_per_s": rates[name]})
+    finally:
+        ray_mat.shutdown()
+        local_mat.shutdown()
+        if started:
+            ray.shutdown()
+
+    base = rates.get("linear")
+    table = Table(["variant", "n", "sum ok", "best s", "median s", "elements/s", "vs linear", "what"])
+    for row in res.rows:
+        r = rates.get(row["variant"])
+        ratio = (r / base) if (r and base) else None
+        row["vs_linear"] = ratio
+        table.add(row["variant"], f"{row['n']:,}", "yes" if row["correct"] else "MISMATCH", fmt_secs(row["best_s"]),
+                  fmt_secs(row["median_s"]), fmt_rate(r), fmt_ratio(ratio), row["what"])
+    out(table.render())
+
+    res.summary = {f"{k}_elements_per_s": v for k, v in rates.items()}
+    for name in ("graph-1-island", "graph-branches", "graph-local"):
+        if rates.get(name) and base:
+            res.summary[f"{name}_over_linear"] = rates[name] / base
+    if rates.get("graph-1-island") and rates.get("graph-branches"):
+        res.summary["branches_over_1_island"] = rates["graph-branches"] / rates["graph-1-island"]
+        out(f"graph-branches/graph-1-island = {res.summary['branches_over_1_island']:.3f}")
+    for note in res.notes:
+        out(f"note: {note}")
+    return res

@@ -1,0 +1,69 @@
+"""GraphDSL conformance fixtures: every ``mat`` test runs on both materializers.
+
+``mat`` is parametrized ``local`` / ``ray``: ``Materializer.local()``, or ``Materializer.ray()`` on one
+local Ray session per test module (started when the module's first ``ray`` test runs, shut down after
+its last one; pytest groups a module's tests by this parameter). After every test, each graph the test
+started must have stopped. ``local_mat`` is a fresh local materializer, for the cases that are only
+run in-process (the Ray-parametrized set is kept small: a Ray graph takes most of a second to start).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+import ray  # noqa: E402
+
+from atoll import Materializer  # noqa: E402
+from atoll.testkit import assert_all_stages_stopped  # noqa: E402
+
+
+def _start_ray() -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+    # test modules and helpers are imported by name (no packages): let Ray workers import them too
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
+
+
+@pytest.fixture(scope="module", params=["local", "ray"])
+def module_mat(request):
+    if request.param == "local":
+        m = Materializer.local()
+        yield m
+        m.shutdown()
+        return
+    _start_ray()
+    try:
+        m = Materializer.ray(start_timeout=30)
+        try:
+            yield m
+        finally:
+            m.shutdown()
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def mat(module_mat):
+    """The module's materializer (local or Ray); every graph a test starts must have ended at teardown."""
+    yield module_mat
+    assert_all_stages_stopped(module_mat, timeout=15.0)
+
+
+@pytest.fixture
+def local_mat():
+    m = Materializer.local()
+    yield m
+    try:
+        assert_all_stages_stopped(m, timeout=5.0)
+    finally:
+        m.shutdown()
