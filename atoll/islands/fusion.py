@@ -48,7 +48,7 @@ def _default_supervision(logic) -> bool:
 
 def flow_op(logic) -> Optional[tuple]:
     """``("map", fn)``, ``("filter", pred, negate)`` or ``("map_concat", fn)`` for a fusible flow logic."""
-    from ..ops.transform import Filter, Map, MapConcat
+    from ..ops.transform import Filter, Map
 
     module = logic.__dict__.get("_module")
     t = type(module)
@@ -56,9 +56,9 @@ def flow_op(logic) -> Optional[tuple]:
         op = ("map", module.fn)
     elif t is Filter:
         op = ("filter", module.pred, module.negate)
-    elif t is MapConcat:
-        op = ("map_concat", module.fn)
     else:
+        # map_concat stays unfused: its iterables may be long or endless and must be drawn lazily, one
+        # element per pull, which a generated loop over whole chunks cannot do
         return None
     return op if _default_supervision(logic) else None
 
@@ -68,6 +68,8 @@ def source_kind(logic) -> Optional[tuple]:
     from ..ops.sources import IterableSource, RangeSource, RepeatSource
 
     module = logic.__dict__.get("_module")
+    if not _default_supervision(logic):
+        return None  # Resume/Restart of a failing iterator: the unfused source implements them
     t = type(module)
     if t is RangeSource:
         return ("seq", module.range)
@@ -175,10 +177,15 @@ def generate(ops: List[tuple], names: List[str], tail: str, chunked: bool) -> Ca
 class _SourceCursor:
     """Hands out the elements of a fusible source in chunks or one at a time."""
 
-    __slots__ = ("kind", "seq", "i", "it", "elem", "done")
+    __slots__ = ("kind", "seq", "i", "it", "elem", "done", "error", "name", "checked")
 
-    def __init__(self, kind: tuple):
+    def __init__(self, kind: tuple, name: str = "source"):
         self.kind = kind[0]
+        self.name = name
+        #: a None element ends the source with this error, after the elements before it
+        self.error: Optional[BaseException] = None
+        #: whether elements must be checked for None (a range holds ints only)
+        self.checked = not isinstance(kind[1], range) if self.kind == "seq" else self.kind == "iter"
         self.done = False
         self.i = 0
         self.it = None
@@ -200,13 +207,19 @@ class _SourceCursor:
             self.i = i + len(c)
             if self.i >= len(self.seq):
                 self.done = True
-            return c
-        if k == "iter":
+        elif k == "iter":
             c = list(itertools.islice(self.it, n))
             if len(c) < n:
                 self.done = True
-            return c
-        return itertools.repeat(self.elem, n)
+        else:
+            return itertools.repeat(self.elem, n)
+        if self.checked:
+            for j, x in enumerate(c):
+                if x is None:
+                    self.error = _none_error(self.name)
+                    self.done = True
+                    return c[:j]
+        return c
 
     def next(self):
         k = self.kind
@@ -215,11 +228,20 @@ class _SourceCursor:
             self.i = i + 1
             if self.i >= len(self.seq):
                 self.done = True
-            return self.seq[i]
+            x = self.seq[i]
+            if x is None:
+                self.error = _none_error(self.name)
+                self.done = True
+                return _END
+            return x
         if k == "iter":
             x = next(self.it, _END)
             if x is _END:
                 self.done = True
+            elif x is None:
+                self.error = _none_error(self.name)
+                self.done = True
+                return _END
             return x
         return self.elem
 
@@ -271,9 +293,10 @@ class FusedLoop(GraphStageLogic):
     in_ = None
     out = None
 
-    def __init__(self, source: tuple, ops, names, sink: _SinkState, label: str):
+    def __init__(self, source: tuple, ops, names, sink: _SinkState, label: str, source_name: str = "source"):
         super().__init__(Shape())
         self.stage_name = f"fused[{label}]"
+        self.source_name = source_name
         self.source_kind = source
         self.sink = sink
         self.tail = sink.kind
@@ -283,7 +306,12 @@ class FusedLoop(GraphStageLogic):
         self.cursor = None
 
     def pre_start(self):
-        self.cursor = _SourceCursor(self.source_kind)
+        try:
+            self.cursor = _SourceCursor(self.source_kind, self.source_name)
+        except Exception as e:  # noqa: BLE001 - the iterator factory failed: so does the stream
+            self.sink.fail(e)
+            self.complete_stage()
+            return
         self.turn = self.get_async_callback(self._turn)
         self.turn.invoke(None)
 
@@ -304,7 +332,10 @@ class FusedLoop(GraphStageLogic):
             self.complete_stage()
             return
         if cursor.done:
-            sink.complete()
+            if cursor.error is not None:
+                sink.fail(cursor.error)
+            else:
+                sink.complete()
             self.complete_stage()
             return
         dt = time.perf_counter() - t0
@@ -337,8 +368,9 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
     MAX_CHUNK = 4096
     BUDGET = 0.002
 
-    def __init__(self, head: str, source: Optional[tuple], ops, names, tail: str, sink: Optional[_SinkState], label: str, out_boundary=None):
+    def __init__(self, head: str, source: Optional[tuple], ops, names, tail: str, sink: Optional[_SinkState], label: str, out_boundary=None, source_name: str = "source"):
         self.head = head
+        self.source_name = source_name
         self.tail = tail
         ins = (Inlet(f"fused[{label}].in"),) if head != "source" else ()
         outs = (Outlet(f"fused[{label}].out"),) if tail != "sink" else ()
@@ -368,8 +400,12 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
 
     def pre_start(self):
         if self.head == "source":
-            self.cursor = _SourceCursor(self.source_kind)
-            if self.cursor.done:
+            try:
+                self.cursor = _SourceCursor(self.source_kind, self.source_name)
+            except Exception as e:  # noqa: BLE001 - the iterator factory failed: so does the stream
+                self._fail(e)
+                return
+            if self.cursor.done and self.tail != "sink":
                 self.complete(self.out)
         if self.tail == "sink":
             self.target = self.sink.target()
@@ -502,7 +538,10 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
             if self.pending:
                 self._push_pending()
             if not self.pending and self.cursor.done:
-                self.complete(self.out)
+                if self.cursor.error is not None:
+                    self._fail(self.cursor.error)
+                else:
+                    self.complete(self.out)
             return
         self._work()
 
@@ -522,6 +561,10 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
         self.upstream_finished = True
         if self.inbuf is None and not self.pending:
             self._finish()
+        else:
+            # the buffered input is still being worked through over the next turns: every port
+            # may be closed now, and the stage must not be stopped before it is done
+            self.set_keep_going(True)
 
     def on_upstream_failure(self, exc):
         self.inbuf = None
@@ -616,7 +659,8 @@ def _replace(builder, run, kinds) -> None:
     label = _label(stages)
     first, last = stages[0], stages[-1]
     if hk == "S" and tk == "K":
-        new = FusedLoop(kinds[id(head)][1], ops, names, _SinkState(kinds[id(tail)][1], tail), label)
+        new = FusedLoop(kinds[id(head)][1], ops, names, _SinkState(kinds[id(tail)][1], tail), label,
+                        source_name=head.stage_name)
     else:
         head_mode = {"S": "source", "I": "chunk"}.get(hk, "element")
         tail_mode = {"K": "sink", "O": "chunk"}.get(tk, "element")
@@ -629,6 +673,7 @@ def _replace(builder, run, kinds) -> None:
             _SinkState(kinds[id(tail)][1], tail) if tk == "K" else None,
             label,
             out_boundary=tail if tk == "O" else None,
+            source_name=head.stage_name,
         )
     new.attributes = first.attributes
     new._fused_from = stages

@@ -48,6 +48,15 @@ def test_same_results_as_local(rmat, name, graph):
     assert graph.run(rmat).result(30) == expected
 
 
+def test_fused_run_behind_a_boundary_finishes_its_buffered_input(rmat):
+    """Upstream may complete while a fused run is still working through a received chunk over several
+    turns; the run must finish that chunk before it stops (it once was stopped with every port closed)."""
+    for _ in range(3):
+        total = (Source.range(0, 100_000).island().map(lambda x: x * 2)
+                 .run_with(Sink.fold(0, lambda a, b: a + b), rmat).result(60))
+        assert total == 2 * sum(range(100_000))
+
+
 def test_islands_are_actors_with_their_options(rmat):
     switch, done = (
         Source.repeat(1)

@@ -1,8 +1,8 @@
 """map_concat: ported from Pekko's FlowMapConcatSpec, plus the iteration contract (lazy, one element
 ahead, failures while iterating under supervision).
 
-Tests taking ``fmat`` run fused and unfused; the ones about lazy iteration of an unbounded iterable
-run unfused only (a fused run materializes each iterable whole, see the module's last section).
+Tests taking ``fmat`` run fused and unfused (map_concat itself is never fused: its iterables are drawn
+one element per pull, which also holds next to fused neighbours).
 """
 from __future__ import annotations
 
@@ -17,17 +17,6 @@ from atoll.testkit import TestSink, TestSource, assert_all_stages_stopped
 
 RESUME = Attributes.supervision_strategy(Supervision.resuming_decider)
 SCRIPT = [([0], []), ([1], [1]), ([2], [2, 2]), ([3], [3, 3, 3]), ([2], [2, 2]), ([1], [1])]
-
-
-@pytest.fixture
-def umat():
-    """A materializer without fusion: every operator runs its own stage logic."""
-    m = make_materializer(False)
-    yield m
-    try:
-        assert_all_stages_stopped(m, timeout=5.0)
-    finally:
-        m.shutdown()
 
 
 @pytest.mark.parametrize("seed", RANDOM_TEST_RANGE)
@@ -175,7 +164,7 @@ def test_map_concat_resume_after_failure_in_the_last_iterable_completes(fmat):
 
 
 # ------------------------------------------------------------------------- lazy iteration (unfused)
-def test_map_concat_iterates_lazily_one_element_ahead(umat):
+def test_map_concat_iterates_lazily_one_element_ahead(fmat):
     produced = []
 
     def gen(x):
@@ -183,7 +172,7 @@ def test_map_concat_iterates_lazily_one_element_ahead(umat):
             produced.append(i)
             yield i
 
-    src, sink = TestSource.probe().map_concat(gen).to_mat(TestSink.probe(), Keep.both).run(umat)
+    src, sink = TestSource.probe().map_concat(gen).to_mat(TestSink.probe(), Keep.both).run(fmat)
     sink.request(2)
     src.send_next(1)
     sink.expect_next(0, 1)
@@ -196,8 +185,8 @@ def test_map_concat_iterates_lazily_one_element_ahead(umat):
     assert produced == [0, 1, 2, 3]
 
 
-def test_map_concat_failure_while_iterating_comes_with_the_demand_for_that_element(umat):
-    src, sink = TestSource.probe().map_concat(_failing_gen).to_mat(TestSink.probe(), Keep.both).run(umat)
+def test_map_concat_failure_while_iterating_comes_with_the_demand_for_that_element(fmat):
+    src, sink = TestSource.probe().map_concat(_failing_gen).to_mat(TestSink.probe(), Keep.both).run(fmat)
     sink.request(1)
     src.send_next(2)
     sink.expect_next(2)
@@ -210,9 +199,15 @@ def test_map_concat_failure_while_iterating_comes_with_the_demand_for_that_eleme
     assert src.expect_cancellation() == TE("iteration")
 
 
-def test_map_concat_of_unbounded_iterables_with_take(umat):
-    out = Source.from_iterable([1, 2]).map_concat(lambda x: itertools.count(x)).take(3).run_with(Sink.seq(), umat).result(3)
+def test_map_concat_of_unbounded_iterables_with_take(fmat):
+    out = Source.from_iterable([1, 2]).map_concat(lambda x: itertools.count(x)).take(3).run_with(Sink.seq(), fmat).result(3)
     assert out == [1, 2, 3]
+
+
+def test_map_concat_of_an_endless_iterable_between_fusible_stages(fmat):
+    out = (Source.single(1).map(lambda x: x + 1).map_concat(lambda x: itertools.count(x)).map(lambda x: -x)
+           .take(4).run_with(Sink.seq(), fmat).result(3))
+    assert out == [-2, -3, -4, -5]
 
 
 # ------------------------------------------------------------------------- build time
