@@ -172,3 +172,68 @@ class Result:
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "params": self.params, "rows": self.rows, "summary": self.summary,
                 "ok": self.ok, "notes": self.notes}
+
+
+# ---------------------------------------------------------------------------- Ray helpers
+def start_ray(num_cpus: int = 4) -> bool:
+    """``ray.init`` a local Ray (no dashboard, worker logs not forwarded) unless one is up; returns True
+    when it started one (the caller shuts it down at the end of its ``run``)."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    return True
+
+
+def run_graph(graph: Any, mat: Any) -> "tuple":
+    """``graph.run(mat)`` and the running-graph handle it started (found among ``mat.running_graphs()``
+    by difference; None when the graph already ended before ``run`` returned). Returns
+    (materialized value, handle or None, seconds the ``run`` call took)."""
+    before = {id(g) for g in mat.running_graphs()}
+    t0 = time.perf_counter()
+    value = graph.run(mat)
+    secs = time.perf_counter() - t0
+    new = [g for g in mat.running_graphs() if id(g) not in before]
+    return value, (new[0] if len(new) == 1 else None), secs
+
+
+def pids_alive(pids: Sequence[int]) -> List[int]:
+    """The pids among ``pids`` whose process still exists and is not a zombie (this machine only)."""
+    import psutil
+
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            pass
+    return alive
+
+
+def actor_pids(prefix: str = "ray::IslandActor") -> List[int]:
+    """Pids of the live Ray actor processes whose title starts with ``prefix`` among this process's
+    descendants (the workers of a Ray that this driver started; this machine only)."""
+    import psutil
+
+    pids = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmd = p.cmdline()
+        except psutil.Error:
+            continue
+        if cmd and cmd[0].startswith(prefix):
+            pids.append(p.pid)
+    return pids
+
+
+def wait_actors_gone(prefix: str = "ray::IslandActor", timeout: float = 30.0) -> float:
+    """Wait until no actor process of ``prefix`` is left (see ``actor_pids``); returns the seconds waited."""
+    t0 = time.perf_counter()
+    while actor_pids(prefix) and time.perf_counter() - t0 < timeout:
+        time.sleep(0.01)
+    return time.perf_counter() - t0

@@ -9,11 +9,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from ops_kit import RANDOM_TEST_RANGE, TE, fmat, make_materializer, run_script  # noqa: F401
+from ops_kit import RANDOM_TEST_RANGE, TE, fmat, run_script  # noqa: F401
 
 from atoll import Attributes, Flow, Keep, Sink, Source, Supervision
 from atoll.errors import PortStateError
-from atoll.testkit import TestSink, TestSource, assert_all_stages_stopped
+from atoll.testkit import TestSink, TestSource
 
 RESUME = Attributes.supervision_strategy(Supervision.resuming_decider)
 SCRIPT = [([0], []), ([1], [1]), ([2], [2, 2]), ([3], [3, 3, 3]), ([2], [2, 2]), ([1], [1])]
