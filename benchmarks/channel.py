@@ -1,0 +1,139 @@
+"""``channel``: n ints across exactly one island boundary, against raw Ray with the same batch and window.
+
+``Source.range(0, n).island()`` is island A, the sink (``Sink.fold(0, add)`` or ``Sink.ignore()``)
+is island B; the only traffic between the two Ray actors is the channel: frames of up to
+``frame_size`` elements (msgpack), at most ``channel_window`` (16) unconfirmed frames in flight,
+demand in elements from B's input buffer. Fusion turns both islands into generated loops, so what is
+measured is the channel itself.
+
+The baseline is ``raw_ray.raw_ray_push(n, batch, 16)``: one actor pushing pre-built lists of ``batch``
+ints to another with at most 16 calls in flight (no encoding, no demand, no interpreter). It is run
+with batch = the frame size (4096, the default, and 1024).
+
+Timing: the Atoll clock starts when ``run()`` has returned (the island actors are up and their
+interpreters have just been started) and stops when the sink's future has completed on the driver;
+the raw clock starts at the first push and stops when the receiver's count came back. Actor creation is
+excluded from both (``run()`` is shown separately; see the ``materialize`` benchmark for it). Each case
+is warmed up once and timed ``runs`` times; elements/s is n / best time. Targets (from the issue):
+Atoll >= 0.6x raw Ray at the same batch and >= 1.5M elements/s, at the default frame size.
+"""
+from __future__ import annotations
+
+import operator
+import statistics
+import time
+from typing import Dict, List, Optional
+
+from ._common import (Options, Result, Table, fmt_rate, fmt_ratio, fmt_secs, out, progress, run_graph,
+                      start_ray, wait_actors_gone)
+
+N = 1_000_000
+N_QUICK = 100_000
+FRAMES = (4096, 1024)  # the materializer's default frame size first
+WINDOW = 16
+TARGET_RATIO = 0.6
+TARGET_RATE = 1_500_000
+
+
+def _atoll_once(mat, n: int, sink: str) -> Dict[str, float]:
+    """One run: seconds of run(), of streaming (run() returned -> sink future done), the result and
+    the number of islands."""
+    from atoll import Keep, Sink, Source
+
+    want = n * (n - 1) // 2
+    s = Sink.fold(0, operator.add) if sink == "fold" else Sink.ignore()
+    graph = Source.range(0, n).island().to_mat(s, Keep.right)
+    t0 = time.perf_counter()
+    fut, handle, run_secs = run_graph(graph, mat)
+    t1 = time.perf_counter()
+    value = fut.result(timeout=600)
+    t2 = time.perf_counter()
+    islands = None
+    if handle is not None:
+        handle.wait(60)  # let the actors go before the next run (not timed)
+        islands = len(handle.islands())
+    wait_actors_gone()
+    if sink == "fold" and value != want:
+        raise RuntimeError(f"channel: fold gave {value!r}, expected {want}")
+    return {"run_s": run_secs, "stream_s": t2 - t1, "total_s": t2 - t0, "islands": islands}
+
+
+def _atoll_case(mat, n: int, sink: str, runs: int) -> Dict[str, object]:
+    _atoll_once(mat, n, sink)  # warm-up
+    samples = [_atoll_once(mat, n, sink) for _ in range(max(1, runs))]
+    stream = [s["stream_s"] for s in samples]
+    return {
+        "stream_times_s": stream,
+        "best_s": min(stream),
+        "median_s": statistics.median(stream),
+        "run_times_s": [s["run_s"] for s in samples],
+        "run_median_s": statistics.median(s["run_s"] for s in samples),
+        "total_median_s": statistics.median(s["total_s"] for s in samples),
+        "islands": [s["islands"] for s in samples],
+        "elements_per_s": n / min(stream),
+    }
+
+
+def run(opts: Options) -> Result:
+    import ray
+
+    from atoll import Materializer
+
+    from .raw_ray import raw_ray_push_times
+
+    n = N_QUICK if opts.quick else N
+    runs = opts.runs
+    res = Result("channel", params={"n": n, "frames": list(FRAMES), "window": WINDOW, "runs": runs, "warmup": 1,
+                                    "target_ratio": TARGET_RATIO, "target_rate": TARGET_RATE})
+    out(f"channel: {n:,} ints, Source.range island -> sink island (one boundary), channel_window={WINDOW}; "
+        f"raw Ray: pre-built int lists, <= {WINDOW} calls in flight; 1 warm-up + best of {runs}")
+    progress("ray.init")
+    started = start_ray()
+    rows: List[Dict[str, object]] = []
+    try:
+        for frame in FRAMES:
+            progress(f"channel/raw-ray batch={frame}")
+            times = raw_ray_push_times(n, frame, WINDOW, runs=runs)
+            raw = {"variant": "raw-ray", "frame": frame, "n": n, "times_s": times, "best_s": min(times),
+                   "median_s": statistics.median(times), "elements_per_s": n / min(times)}
+            rows.append(raw)
+            mat = Materializer.ray(frame_size=frame, channel_window=WINDOW)
+            try:
+                for sink in ("fold", "ignore"):
+                    progress(f"channel/atoll-{sink} frame={frame}")
+                    case = _atoll_case(mat, n, sink, runs)
+                    case.update({"variant": f"atoll-{sink}", "frame": frame, "n": n,
+                                 "vs_raw": case["elements_per_s"] / raw["elements_per_s"]})
+                    if any(i not in (None, 2) for i in case["islands"]):
+                        res.ok = False
+                        res.notes.append(f"atoll-{sink} frame={frame}: {case['islands']} islands, expected 2")
+                    rows.append(case)
+            finally:
+                mat.shutdown()
+    finally:
+        if started:
+            ray.shutdown()
+
+    table = Table(["variant", "frame/batch", "n", "best s", "median s", "elements/s", "vs raw Ray",
+                   "run() s", "incl. run() el/s"])
+    for r in rows:
+        is_raw = r["variant"] == "raw-ray"
+        table.add(r["variant"], f"{r['frame']:,}", f"{r['n']:,}", fmt_secs(r["best_s"]), fmt_secs(r["median_s"]),
+                  fmt_rate(r["elements_per_s"]), "1.000" if is_raw else fmt_ratio(r["vs_raw"]),
+                  "-" if is_raw else fmt_secs(r["run_median_s"]),
+                  "-" if is_raw else fmt_rate(n / r["total_median_s"]))
+    out(table.render())
+    out("(atoll clock: run() returned -> sink future done on the driver; 'incl. run() el/s' is n / median of "
+        "run() call -> future done)")
+    res.rows = rows
+
+    default = next(r for r in rows if r["variant"] == "atoll-fold" and r["frame"] == FRAMES[0])
+    ratio, rate = default["vs_raw"], default["elements_per_s"]
+    met = ratio >= TARGET_RATIO and rate >= TARGET_RATE
+    res.summary = {"atoll_fold_elements_per_s": rate, "atoll_fold_over_raw": ratio, "target_met": met,
+                   **{f"{r['variant']}_{r['frame']}_elements_per_s": r["elements_per_s"] for r in rows}}
+    out(f"atoll-fold at frame {FRAMES[0]}: {fmt_rate(rate)} elements/s = {ratio:.2f}x raw Ray "
+        f"(target >= {TARGET_RATIO}x and >= {fmt_rate(TARGET_RATE)}/s: {'met' if met else 'NOT met'})")
+    for note in res.notes:
+        out(f"note: {note}")
+    return res
