@@ -315,7 +315,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.fail_stage(exc)
 
     # ------------------------------------------------------------------ downstream side
-    #: set by fusion: downstream takes lists of elements (everything buffered at once)
+    #: set by fusion: downstream takes lists of elements (everything buffered at once). A handed-out
+    #: chunk counts as consumed at once, so while a fused run works through it the buffer refills: the
+    #: island then holds up to two buffers' worth of elements (still bounded by ``input_buffer``).
     chunked = False
 
     def _push_chunk(self) -> None:
