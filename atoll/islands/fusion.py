@@ -12,17 +12,26 @@ Four shapes of run are fused:
 
 * source -> flows -> sink: a port-less loop that processes the source in chunks (its size adapts so a
   turn takes a few milliseconds), yielding to the host between chunks;
-* source -> flows: a source producing one output element per pull (no read-ahead);
-* flows -> sink and flows -> flows: one handler call per input element.
+* source -> flows: a source making outputs only as far as demand reaches (one per pull for an
+  element outlet, the output boundary's demand for a chunk outlet; no read-ahead);
+* flows -> sink and flows -> flows: inputs are taken one output's worth at a time.
+
+A run with a ``map_concat`` is compiled to a resumable generator (``generate_lazy``): each iterable is
+iterated only as far as the outputs wanted need (one element ahead, as the unfused stage), kept
+between turns, and the work per turn is bounded, so an unbounded iterable behaves as unfused.
 
 Elements are never produced ahead of demand except inside the closed loop, whose sink requests
-everything anyway. A run whose stages carry a non-default supervision strategy is left alone.
+everything anyway. A failure reaches downstream after the outputs made before it (as demand takes
+them). A source behaves as its stage: an iterator's factory is called at the first demand (a failure
+there fails the stream), a ``None`` element fails the stream with ``PortStateError``. A run whose
+stages carry a non-default supervision strategy is left alone (an iterator source included).
 """
 from __future__ import annotations
 
 import itertools
 import time
 from collections.abc import Sequence
+from operator import length_hint
 from typing import Any, Callable, List, Optional, Tuple
 
 from ..errors import PortStateError
@@ -48,7 +57,7 @@ def _default_supervision(logic) -> bool:
 
 def flow_op(logic) -> Optional[tuple]:
     """``("map", fn)``, ``("filter", pred, negate)`` or ``("map_concat", fn)`` for a fusible flow logic."""
-    from ..ops.transform import Filter, Map
+    from ..ops.transform import Filter, Map, MapConcat
 
     module = logic.__dict__.get("_module")
     t = type(module)
@@ -56,20 +65,22 @@ def flow_op(logic) -> Optional[tuple]:
         op = ("map", module.fn)
     elif t is Filter:
         op = ("filter", module.pred, module.negate)
+    elif t is MapConcat:
+        op = ("map_concat", module.fn)
     else:
-        # map_concat stays unfused: its iterables may be long or endless and must be drawn lazily, one
-        # element per pull, which a generated loop over whole chunks cannot do
         return None
     return op if _default_supervision(logic) else None
 
 
 def source_kind(logic) -> Optional[tuple]:
-    """``("seq", sequence)``, ``("iter", factory)`` or ``("repeat", elem)`` for a fusible source."""
+    """``("seq", sequence)``, ``("iter", factory)`` or ``("repeat", elem)`` for a fusible source.
+
+    An iterator source (``from_iterator``, or ``from_iterable`` of something that is not a
+    sequence) applies its supervision strategy to failures of the factory and of ``next()``; the
+    fused loop only knows the default (stop), so such a source with another strategy is left alone."""
     from ..ops.sources import IterableSource, RangeSource, RepeatSource
 
     module = logic.__dict__.get("_module")
-    if not _default_supervision(logic):
-        return None  # Resume/Restart of a failing iterator: the unfused source implements them
     t = type(module)
     if t is RangeSource:
         return ("seq", module.range)
@@ -77,10 +88,12 @@ def source_kind(logic) -> Optional[tuple]:
         return ("repeat", module.elem)
     if t is IterableSource:
         src = module.iterable
+        if not module.factory and isinstance(src, Sequence) and not isinstance(src, (str, bytes)):
+            return ("seq", src)  # the sequence logic has no supervision to apply
+        if not _default_supervision(logic):
+            return None
         if module.factory:
             return ("iter", src)
-        if isinstance(src, Sequence) and not isinstance(src, (str, bytes)):
-            return ("seq", src)
         return ("iter", lambda: src)
     return None
 
@@ -106,6 +119,15 @@ def sink_kind(logic) -> Optional[tuple]:
     return kind if _default_supervision(logic) else None
 
 
+def _may_be_none(source: tuple) -> bool:
+    """Whether a fused source can hand out ``None`` (which fails the stream, as a push would)."""
+    return source[0] == "iter" or (source[0] == "seq" and not isinstance(source[1], range))
+
+
+def _has_map_concat(ops) -> bool:
+    return any(op[0] == "map_concat" for op in ops)
+
+
 # ---------------------------------------------------------------------------------------------
 # code generation
 # ---------------------------------------------------------------------------------------------
@@ -115,12 +137,19 @@ def _none_error(name: str) -> PortStateError:
     )
 
 
-def generate(ops: List[tuple], names: List[str], tail: str, chunked: bool) -> Callable:
+def generate(
+    ops: List[tuple], names: List[str], tail: str, chunked: bool, src: Optional[str] = None, count: bool = False
+) -> Callable:
     """Compile ``ops`` into a function.
 
     ``tail`` is ``"out"`` (results are appended with ``emit``), ``"fold"``, ``"seq"``, ``"foreach"``
     or ``"ignore"``. Chunked: ``run(chunk, emit_or_state)``; single: ``run(x, emit_or_state)``.
-    The fold variant returns the new accumulator."""
+    The fold variant returns the new accumulator. ``map_concat`` is applied eagerly here (each
+    iterable is consumed whole); the fused logics use :func:`generate_lazy` for runs with one.
+
+    ``src``: the name of the run's source stage when its elements must be checked for ``None``.
+    ``count`` (chunked only): also return how many input elements were taken, as
+    ``(acc, taken)`` for a fold and ``taken`` otherwise (this tells an exhausted iterator)."""
     env = {"_none": _none_error}
     params = []
     for i, op in enumerate(ops):
@@ -128,16 +157,23 @@ def generate(ops: List[tuple], names: List[str], tail: str, chunked: bool) -> Ca
         params.append(f"f{i}=f{i}")
     lines = []
     arg0 = "chunk" if chunked else "x"
+    count = count and chunked
     if tail == "fold":
         lines.append(f"def run({arg0}, acc, g, {', '.join(params + ['_none=_none'])}):")
     else:
         lines.append(f"def run({arg0}, sink, {', '.join(params + ['_none=_none'])}):")
     depth = 1
     loops = 0
+    if count:
+        lines.append("    c = 0")
     if chunked:
         lines.append("    for x in chunk:")
         depth = 2
         loops = 1
+        if count:
+            lines.append("        c += 1")
+    if src is not None:
+        lines.append(f"{'    ' * depth}if x is None: raise _none({src!r})")
     skip = "continue" if loops else ("return acc" if tail == "fold" else "return")
     for i, op in enumerate(ops):
         pad = "    " * depth
@@ -159,11 +195,11 @@ def generate(ops: List[tuple], names: List[str], tail: str, chunked: bool) -> Ca
     pad = "    " * depth
     if tail == "fold":
         lines.append(f"{pad}acc = g(acc, x)")
-        lines.append("    return acc")
-    elif tail == "ignore":
-        lines.append(f"{pad}pass")
+        lines.append("    return acc, c" if count else "    return acc")
     else:
-        lines.append(f"{pad}sink(x)")
+        lines.append(f"{pad}pass" if tail == "ignore" else f"{pad}sink(x)")
+        if count:
+            lines.append("    return c")
     code = "\n".join(lines)
     exec(compile(code, f"<fused {'+'.join(names)}>", "exec"), env)
     fn = env["run"]
@@ -171,55 +207,191 @@ def generate(ops: List[tuple], names: List[str], tail: str, chunked: bool) -> Ca
     return fn
 
 
+#: what a lazy run's generator yields when it pauses
+TICK = 0  # its work budget is used up (it continues where it stopped)
+FULL = 1  # it made as many outputs as it was allowed, the last one just now
+_LIST = object()  # level marker: the current iterable is a list or tuple, iterated with a plain loop
+_MAX_PLAIN_LEVELS = 3  # map_concat levels that get the plain loop as well (the code doubles with each)
+#: most units of work per resumption of a lazy run's generator (its countdown stays a small int)
+MAX_WORK = 256
+
+
+def generate_lazy(ops: List[tuple], names: List[str], tail: str, src: Optional[str] = None) -> Callable:
+    """Compile ``ops`` (with at least one ``map_concat``) into a resumable generator function
+    ``run(inputs, state, emit)``, for runs whose input may give any number of outputs.
+
+    It takes an input only when the outputs of the one before are all made, and iterates each
+    ``map_concat`` iterable only as far as the outputs made need, like the unfused stage: one
+    element ahead of the one handed on (fetched before the stages after it see that one), with a
+    failure or a ``None`` met while looking ahead raised only when that element is wanted. A list
+    or tuple (whose iteration runs no user code and cannot fail) is iterated with a plain loop
+    instead, which is faster and looks the same from outside.
+
+    ``tail`` as for :func:`generate`; outputs go to ``emit`` (``"out"``, ``"seq"``, ``"foreach"``)
+    or into the fold whose ``state.acc``/``state.fn`` it uses (the accumulator is written back at
+    every pause and at the end). Driving it: ``next(gen)`` once (no user code runs), then
+    ``gen.send((room, work))`` resumes it until ``room`` more outputs are made (``"out"`` only:
+    it then yields ``FULL``, just after the last one) or ``work`` (at most ``MAX_WORK``) more
+    inputs and iterable elements were taken (it yields ``TICK``), or it is done
+    (``StopIteration``); failures propagate, the
+    outputs before them made. ``run.levels`` names, per ``map_concat`` level, the locals that tell
+    a consumer, from a generator paused at ``FULL``, whether that level can give more (see
+    ``FusedRun._spent``): the look-ahead ``n{i}`` (``_END`` once used up, ``_LIST`` for a plain
+    loop over the iterator ``l{i}``) and ``e{i}``, a failure met while looking ahead. ``src`` as
+    for :func:`generate`."""
+    env = {"_none": _none_error, "_END": _END, "_LIST": _LIST, "_list": list, "_tuple": tuple}
+    params = []
+    for i, op in enumerate(ops):
+        env[f"f{i}"] = op[1]
+        params.append(f"f{i}=f{i}")
+    fold = tail == "fold"
+    defaults = ["_none=_none", "_END=_END", "_LIST=_LIST", "_list=_list", "_tuple=_tuple"]
+    lines = [f"def run(inputs, state, emit, {', '.join(params + defaults)}):"]
+    if fold:
+        lines += ["    acc = state.acc", "    g = state.fn"]
+    lines += [f"    room, work = yield {TICK}", "    left = work", "    for x in inputs:"]
+
+    def tick(pad: str) -> List[str]:
+        out = [f"{pad}left -= 1", f"{pad}if not left:"]
+        if fold:
+            out.append(f"{pad}    state.acc = acc")
+        return out + [f"{pad}    room, work = yield {TICK}", f"{pad}    left = work"]
+
+    def emit_tail(pad: str) -> List[str]:
+        if tail == "out":
+            return [f"{pad}emit(x)", f"{pad}room -= 1", f"{pad}if not room:", f"{pad}    room, work = yield {FULL}"]
+        if fold:
+            return [f"{pad}acc = g(acc, x)"]
+        return [f"{pad}pass" if tail == "ignore" else f"{pad}emit(x)"]
+
+    levels = []
+
+    def body(start: int, depth: int, plain_levels: int) -> List[str]:
+        """The code applying ``ops[start:]`` to ``x`` (then the tail), indented ``depth`` levels."""
+        pad = "    " * depth
+        out = []
+        for i in range(start, len(ops)):
+            op = ops[i]
+            kind = op[0]
+            if kind == "map":
+                out.append(f"{pad}x = f{i}(x)")
+                out.append(f"{pad}if x is None: raise _none({names[i]!r})")
+            elif kind == "filter":
+                cond = f"f{i}(x)" if op[2] else f"not f{i}(x)"
+                out.append(f"{pad}if {cond}: continue")
+            elif kind == "map_concat":
+                if (f"n{i}", f"e{i}", f"l{i}") not in levels:
+                    levels.append((f"n{i}", f"e{i}", f"l{i}"))
+                rest_pad = pad + "        "
+                lazy = [
+                    f"{pad}it{i} = iter(r{i})",
+                    f"{pad}e{i} = None",
+                    f"{pad}n{i} = next(it{i}, _END)",
+                    f"{pad}while n{i} is not _END:",
+                    *tick(pad + "    "),
+                    f"{pad}    x = n{i}",
+                    f"{pad}    if x is None: raise _none({names[i]!r})",
+                    f"{pad}    try:",
+                    f"{pad}        n{i} = next(it{i}, _END)",
+                    f"{pad}    except Exception as e:",
+                    f"{pad}        n{i} = _END",
+                    f"{pad}        e{i} = e",
+                ]
+                out.append(f"{pad}r{i} = f{i}(x)")
+                if plain_levels > 0:
+                    # only an outlet needs to see how far the loop got (the marker and l{i})
+                    seen = [f"{pad}    n{i} = _LIST", f"{pad}    l{i} = iter(r{i})"] if tail == "out" else []
+                    out += [
+                        f"{pad}t = r{i}.__class__",
+                        f"{pad}if t is _tuple or t is _list:",
+                        *seen,
+                        f"{pad}    for x in {f'l{i}' if seen else f'r{i}'}:",
+                        *tick(pad + "        "),
+                        f"{pad}        if x is None: raise _none({names[i]!r})",
+                        *body(i + 1, depth + 2, plain_levels - 1),
+                        f"{pad}else:",
+                    ]
+                    out += ["    " + line for line in lazy]
+                    out += body(i + 1, depth + 2, plain_levels - 1)
+                    out.append(f"{pad}    if e{i} is not None: raise e{i}")
+                else:
+                    out += lazy
+                    out += body(i + 1, depth + 1, 0)
+                    out.append(f"{pad}if e{i} is not None: raise e{i}")
+                return out
+            else:  # pragma: no cover - flow_op only yields the kinds above
+                raise ValueError(kind)
+        return out + emit_tail(pad)
+
+    lines += tick("        ")
+    if src is not None:
+        lines.append(f"        if x is None: raise _none({src!r})")
+    lines += body(0, 2, _MAX_PLAIN_LEVELS)
+    if fold:
+        lines.append("    state.acc = acc")
+    code = "\n".join(lines)
+    exec(compile(code, f"<fused lazy {'+'.join(names)}>", "exec"), env)
+    fn = env["run"]
+    fn.source = code
+    fn.levels = tuple(levels)
+    return fn
+
+
 # ---------------------------------------------------------------------------------------------
 # fused logics
 # ---------------------------------------------------------------------------------------------
 class _SourceCursor:
-    """Hands out the elements of a fusible source in chunks or one at a time."""
+    """Hands out the elements of a fusible source in chunks, one at a time, or as one iterator.
 
-    __slots__ = ("kind", "seq", "i", "it", "elem", "done", "error", "name", "checked")
+    Like the unfused source, an iterator source calls its factory (``iter(iterable)`` for
+    ``from_iterable``) only when the first element is wanted: the call may fail, and the failure
+    must reach the stream like any other."""
 
-    def __init__(self, kind: tuple, name: str = "source"):
+    __slots__ = ("kind", "seq", "fast", "i", "factory", "it", "elem", "done")
+
+    def __init__(self, kind: tuple):
         self.kind = kind[0]
-        self.name = name
-        #: a None element ends the source with this error, after the elements before it
-        self.error: Optional[BaseException] = None
-        #: whether elements must be checked for None (a range holds ints only)
-        self.checked = not isinstance(kind[1], range) if self.kind == "seq" else self.kind == "iter"
         self.done = False
         self.i = 0
         self.it = None
         self.seq = None
+        self.factory = None
         self.elem = None
+        self.fast = False
         if self.kind == "seq":
             self.seq = kind[1]
+            self.fast = type(self.seq) in (list, tuple, range)
             self.done = len(self.seq) == 0
         elif self.kind == "iter":
-            self.it = iter(kind[1]())
+            self.factory = kind[1]
         else:
             self.elem = kind[1]
 
+    def _iterator(self):
+        it = self.it
+        if it is None:
+            it = self.it = iter(self.factory())
+        return it
+
     def chunk(self, n: int):
+        """Up to ``n`` elements (lazily for an iterator: report what was taken with ``took``)."""
         k = self.kind
         if k == "seq":
+            seq = self.seq
             i = self.i
-            c = self.seq[i : i + n]
-            self.i = i + len(c)
-            if self.i >= len(self.seq):
+            j = min(i + n, len(seq))
+            self.i = j
+            if j >= len(seq):
                 self.done = True
-        elif k == "iter":
-            c = list(itertools.islice(self.it, n))
-            if len(c) < n:
-                self.done = True
-        else:
-            return itertools.repeat(self.elem, n)
-        if self.checked:
-            for j, x in enumerate(c):
-                if x is None:
-                    self.error = _none_error(self.name)
-                    self.done = True
-                    return c[:j]
-        return c
+            return seq[i:j] if self.fast else map(seq.__getitem__, range(i, j))
+        if k == "iter":
+            return itertools.islice(self._iterator(), n)
+        return itertools.repeat(self.elem, n)
+
+    def took(self, taken: int, n: int) -> None:
+        """An iterator chunk of ``n`` gave ``taken`` elements: fewer means the iterator is used up."""
+        if taken < n:
+            self.done = True
 
     def next(self):
         k = self.kind
@@ -228,22 +400,42 @@ class _SourceCursor:
             self.i = i + 1
             if self.i >= len(self.seq):
                 self.done = True
-            x = self.seq[i]
-            if x is None:
-                self.error = _none_error(self.name)
-                self.done = True
-                return _END
-            return x
+            return self.seq[i]
         if k == "iter":
-            x = next(self.it, _END)
+            x = next(self._iterator(), _END)
             if x is _END:
                 self.done = True
-            elif x is None:
-                self.error = _none_error(self.name)
-                self.done = True
-                return _END
             return x
         return self.elem
+
+    def inputs(self):
+        """All the elements as one iterator (for lazy runs); see ``exhausted``."""
+        k = self.kind
+        if k == "seq":
+            if self.fast:
+                self.it = iter(self.seq)
+                return self.it
+            return self._indexed()
+        if k == "iter":
+            return self._iterator()
+        return itertools.repeat(self.elem)
+
+    def _indexed(self):
+        seq = self.seq
+        while self.i < len(seq):
+            i = self.i
+            self.i = i + 1
+            yield seq[i]
+
+    def exhausted(self) -> bool:
+        """Whether ``inputs()`` is known to be used up, without asking it for another element."""
+        if self.done:
+            return True
+        if self.kind != "seq":
+            return False  # an iterator tells only when asked; repeat never ends
+        if self.fast:
+            return self.it is not None and length_hint(self.it) == 0
+        return self.i >= len(self.seq)
 
 
 class _SinkState:
@@ -285,7 +477,12 @@ def _label(logics) -> str:
 
 
 class FusedLoop(GraphStageLogic):
-    """source -> flows -> sink as one port-less logic processing chunks, one chunk per host turn."""
+    """source -> flows -> sink as one port-less logic processing chunks, one chunk per host turn.
+
+    Without ``map_concat`` a chunk is ``chunk_size`` source elements run through code generated
+    for the whole run, sink included. With one, the run is a generator (see
+    :func:`generate_lazy`, sink included) resumed in small units of work until the turn's time is
+    up, so an unbounded iterable still leaves the island free between turns."""
 
     MIN_CHUNK = 16
     MAX_CHUNK = 8192
@@ -296,54 +493,93 @@ class FusedLoop(GraphStageLogic):
     def __init__(self, source: tuple, ops, names, sink: _SinkState, label: str, source_name: str = "source"):
         super().__init__(Shape())
         self.stage_name = f"fused[{label}]"
-        self.source_name = source_name
         self.source_kind = source
         self.sink = sink
         self.tail = sink.kind
-        self.run = generate(ops, names, self.tail, chunked=True)
+        check = source_name if _may_be_none(source) else None
+        self.lazy = _has_map_concat(ops)
+        self.counted = not self.lazy and source[0] == "iter"
+        if self.lazy:
+            self.run = generate_lazy(ops, names, self.tail, check)
+        else:
+            self.run = generate(ops, names, self.tail, chunked=True, src=check, count=self.counted)
+        self.gen = None
+        self.work = 16
         self.chunk_size = 256
         self.set_keep_going(True)
         self.cursor = None
 
     def pre_start(self):
-        try:
-            self.cursor = _SourceCursor(self.source_kind, self.source_name)
-        except Exception as e:  # noqa: BLE001 - the iterator factory failed: so does the stream
-            self.sink.fail(e)
-            self.complete_stage()
-            return
+        self.cursor = _SourceCursor(self.source_kind)
         self.turn = self.get_async_callback(self._turn)
         self.turn.invoke(None)
 
     def _turn(self, _):
         cursor, sink, run = self.cursor, self.sink, self.run
+        n = self.chunk_size
         t0 = time.perf_counter()
         try:
-            if cursor.done:
-                chunk = ()
+            if self.lazy:
+                done = self._lazy_turn(t0)
+            elif cursor.done:
+                done = True
             else:
-                chunk = cursor.chunk(self.chunk_size)
-            if self.tail == "fold":
-                sink.acc = run(chunk, sink.acc, sink.fn)
-            else:
-                run(chunk, sink.target())
+                chunk = cursor.chunk(n)
+                if self.tail == "fold":
+                    if self.counted:
+                        sink.acc, taken = run(chunk, sink.acc, sink.fn)
+                        cursor.took(taken, n)
+                    else:
+                        sink.acc = run(chunk, sink.acc, sink.fn)
+                elif self.counted:
+                    cursor.took(run(chunk, sink.target()), n)
+                else:
+                    run(chunk, sink.target())
+                done = cursor.done
         except Exception as e:  # noqa: BLE001 - a stage of the run failed: the sink fails with it
+            self.gen = None
             sink.fail(e)
             self.complete_stage()
             return
-        if cursor.done:
-            if cursor.error is not None:
-                sink.fail(cursor.error)
-            else:
-                sink.complete()
+        if done:
+            self.gen = None
+            sink.complete()
             self.complete_stage()
             return
+        if self.lazy:
+            self.turn.invoke(None)
+            return
         dt = time.perf_counter() - t0
-        if dt < self.TARGET_SECONDS / 2 and self.chunk_size < self.MAX_CHUNK:
-            self.chunk_size *= 2
-        elif dt > self.TARGET_SECONDS * 4 and self.chunk_size > self.MIN_CHUNK:
-            self.chunk_size //= 2
+        if dt < self.TARGET_SECONDS / 2 and n < self.MAX_CHUNK:
+            self.chunk_size = n * 2
+        elif dt > self.TARGET_SECONDS * 4 and n > self.MIN_CHUNK:
+            self.chunk_size = n // 2
         self.turn.invoke(None)
+
+    def _lazy_turn(self, t0: float) -> bool:
+        """Resume the run's generator until the turn's time is up; True when it is done."""
+        gen = self.gen
+        if gen is None:
+            sink = self.sink
+            gen = self.gen = self.run(self.cursor.inputs(), sink, sink.target())
+            next(gen)  # to its first pause: no user code runs
+        work = self.work
+        t1 = t0
+        while True:
+            try:
+                gen.send((0, work))
+            except StopIteration:
+                return True
+            t2 = time.perf_counter()
+            if t2 - t1 < self.TARGET_SECONDS / 8:
+                if work < MAX_WORK:
+                    work = min(work * 2, MAX_WORK)
+            elif t2 - t1 > self.TARGET_SECONDS and work > 1:
+                work = max(1, work // 4)
+            self.work = work
+            if t2 - t0 > self.TARGET_SECONDS:
+                return False
+            t1 = t2
 
     def on_island_abort(self, cause: BaseException) -> None:
         """Stop the loop with ``cause`` (the island is being cancelled)."""
@@ -360,17 +596,34 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
 
     Chunk sides exchange lists with the neighbouring boundary: an input boundary hands over all it
     has buffered, an output boundary never gets more elements than its current demand. Element
-    sides behave like the replaced stages: one element per pull, no read-ahead. Input chunks are
-    worked through in slices whose size adapts so that one handler call stays within a few
-    milliseconds; the rest continues on the next turn, so slow user functions never keep the
-    island from serving kill switches and channel signals."""
+    sides behave like the replaced stages: one element per pull, no read-ahead. Outputs are made
+    only as far as demand reaches (an element outlet: one per pull; a chunk outlet: the output
+    boundary's demand; a sink: everything): inputs are taken one output's worth at a time and a
+    ``map_concat`` iterable is iterated lazily (the run's generator keeps it between turns), so user
+    functions see the same calls in the same order as the unfused stages. Work is done in slices
+    whose size adapts so that one handler call stays within a few milliseconds; the rest continues
+    on the next turn, so slow user functions never keep the island from serving kill switches and
+    channel signals.
+
+    A failure of the run is delivered after the outputs made before it (they fit the demand there
+    was), and cancels upstream at once, as the failing stage would."""
 
     MAX_CHUNK = 4096
     BUDGET = 0.002
 
-    def __init__(self, head: str, source: Optional[tuple], ops, names, tail: str, sink: Optional[_SinkState], label: str, out_boundary=None, source_name: str = "source"):
+    def __init__(
+        self,
+        head: str,
+        source: Optional[tuple],
+        ops,
+        names,
+        tail: str,
+        sink: Optional[_SinkState],
+        label: str,
+        out_boundary=None,
+        source_name: str = "source",
+    ):
         self.head = head
-        self.source_name = source_name
         self.tail = tail
         ins = (Inlet(f"fused[{label}].in"),) if head != "source" else ()
         outs = (Outlet(f"fused[{label}].out"),) if tail != "sink" else ()
@@ -384,143 +637,265 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
         self.sink = sink
         self.sink_kind = sink.kind if sink is not None else "out"
         self.out_boundary = out_boundary
-        self.run_chunk = generate(ops, names, self.sink_kind, chunked=True)
-        self.run_one = generate(ops, names, self.sink_kind, chunked=False)
-        self.pending: List[Any] = []
+        check = source_name if head == "source" and _may_be_none(source) else None
+        self.lazy = _has_map_concat(ops)
+        self.counted = not self.lazy and head == "source" and source[0] == "iter"
+        if self.lazy:
+            self.make_gen = generate_lazy(ops, names, self.sink_kind, check)
+            self.levels = self.make_gen.levels
+        else:
+            self.run_chunk = generate(ops, names, self.sink_kind, chunked=True, src=check, count=self.counted)
+            self.run_one = generate(ops, names, self.sink_kind, chunked=False, src=check)
+        self.gen = None  # lazy: the run's generator working through the input at hand
+        self.gen_inputs = None  # lazy, inlet head: the iterator of the inputs it works through
+        self.gen_full = False  # lazy: the generator paused just after an output
+        self.work = 64  # lazy: units of work per resumption (adapts to the budget)
+        self.pending: List[Any] = []  # outputs made for the demand, not pushed yet
+        self.target = self.pending.append
         self.inbuf: Optional[list] = None
         self.inpos = 0
         self.slice = 64
         self.upstream_finished = False
+        self.failure: Optional[BaseException] = None  # fails the stage once ``pending`` is out
+        self.resuming = False
         self.cursor = None
         if self.in_ is not None:
             self.set_handler(self.in_, self)
         if self.out is not None:
             self.set_handler(self.out, self)
-        self._resume = self.get_async_callback(self._work)
+        self._resume = self.get_async_callback(self._on_resume)
 
     def pre_start(self):
         if self.head == "source":
-            try:
-                self.cursor = _SourceCursor(self.source_kind, self.source_name)
-            except Exception as e:  # noqa: BLE001 - the iterator factory failed: so does the stream
-                self._fail(e)
-                return
-            if self.cursor.done and self.tail != "sink":
+            self.cursor = _SourceCursor(self.source_kind)
+            if self.cursor.done:
                 self.complete(self.out)
         if self.tail == "sink":
             self.target = self.sink.target()
             self.pull(self.in_)
 
     # -- running the ops -----------------------------------------------------------------------
-    def _apply(self, data, chunked: bool) -> Optional[BaseException]:
-        """Run the ops over ``data``; outputs go to ``pending`` (or the sink). Returns the failure."""
+    def _room(self) -> int:
+        """How many more outputs the demand allows now (beyond those in ``pending``)."""
+        tail = self.tail
+        if tail == "sink":
+            return 1 << 62
+        if self.failure is not None or not self.is_available(self.out):
+            return 0
+        if tail == "element":
+            return 1 - len(self.pending)
+        return min(self.out_boundary.demand, self.MAX_CHUNK) - len(self.pending)
+
+    def _adapt(self, n: int, dt: float) -> None:
+        if dt < self.BUDGET / 4:
+            if n >= self.slice and n < self.MAX_CHUNK:
+                self.slice = n * 2
+        elif dt > self.BUDGET and n > 1:
+            self.slice = max(1, n // 4)
+
+    def _produce(self) -> Optional[BaseException]:
+        """Make outputs for the demand from the input at hand; returns the failure, if any."""
+        room = self._room()
+        if room <= 0:
+            return None
         try:
-            if self.sink_kind == "fold":
-                sink = self.sink
-                sink.acc = (self.run_chunk if chunked else self.run_one)(data, sink.acc, sink.fn)
-            elif self.tail == "sink":
-                (self.run_chunk if chunked else self.run_one)(data, self.target)
-            else:
-                (self.run_chunk if chunked else self.run_one)(data, self.pending.append)
-        except Exception as e:  # noqa: BLE001
+            if self.lazy:
+                self._produce_lazy(room)
+            elif self.head == "source":
+                self._produce_from_source(room)
+            elif self.inbuf is not None:
+                self._drain_inbuf(room)
+        except Exception as e:  # noqa: BLE001 - a stage of the run failed
             return e
         return None
 
-    def _fail(self, exc: BaseException) -> None:
-        """Outputs produced before the failure still go out first, as with the unfused stages."""
+    def _apply_one(self, x) -> None:
+        if self.sink_kind == "fold":
+            sink = self.sink
+            sink.acc = self.run_one(x, sink.acc, sink.fn)
+        else:
+            self.run_one(x, self.target)
+
+    def _apply_chunk(self, chunk):
+        if self.sink_kind == "fold":
+            sink = self.sink
+            sink.acc = self.run_chunk(chunk, sink.acc, sink.fn)
+            return None
+        return self.run_chunk(chunk, self.target)
+
+    def _start_gen(self, inputs) -> None:
+        sink = self.sink
+        self.gen = self.make_gen(inputs, sink, self.target)
+        self.gen_full = False
+        next(self.gen)  # to its first pause: no user code runs
+
+    def _produce_lazy(self, room: int) -> None:
+        if self.gen is None:
+            if self.head != "source" or self.cursor.done:
+                return
+            self._start_gen(self.cursor.inputs())
+        gen = self.gen
+        t0 = time.perf_counter()
+        while True:
+            work = self.work
+            t1 = time.perf_counter()
+            try:
+                paused = gen.send((room, work))
+            except StopIteration:
+                self._gen_done()
+                return
+            t2 = time.perf_counter()
+            if paused == FULL:
+                self.gen_full = True
+                return
+            self.gen_full = False
+            if t2 - t1 < self.BUDGET / 8:
+                if work < MAX_WORK:
+                    self.work = min(work * 2, MAX_WORK)
+            elif t2 - t1 > self.BUDGET and work > 1:
+                self.work = max(1, work // 4)
+            room = self._room()
+            if room <= 0 or t2 - t0 > self.BUDGET:
+                return
+
+    def _gen_done(self) -> None:
+        self.gen = None
+        self.gen_inputs = None
+        self.gen_full = False
+        if self.head == "source":
+            self.cursor.done = True
+
+    def _produce_from_source(self, room: int) -> None:
+        cursor = self.cursor
+        pending = self.pending
+        t0 = time.perf_counter()
+        if self.tail == "element":
+            k = 0
+            while not cursor.done:
+                x = cursor.next()
+                if x is _END:
+                    return
+                self.run_one(x, self.target)
+                if pending:
+                    return
+                k += 1
+                if k & 31 == 0 and time.perf_counter() - t0 > self.BUDGET:
+                    return
+            return
+        while room > 0 and not cursor.done:
+            n = min(room, self.slice)
+            before = len(pending)
+            t1 = time.perf_counter()
+            taken = self._apply_chunk(cursor.chunk(n))
+            if self.counted:
+                cursor.took(taken, n)
+            room -= len(pending) - before
+            t2 = time.perf_counter()
+            self._adapt(n, t2 - t1)
+            if t2 - t0 > self.BUDGET:
+                return
+
+    def _drain_inbuf(self, room: int) -> None:
+        """Work through the buffered input chunk in slices while outputs are wanted and time is left."""
+        inbuf = self.inbuf
+        pending = self.pending
+        t0 = time.perf_counter()
+        while self.inpos < len(inbuf) and room > 0:
+            n = min(self.slice, room)
+            i = self.inpos
+            part = inbuf[i : i + n]
+            self.inpos = i + len(part)
+            before = len(pending)
+            t1 = time.perf_counter()
+            self._apply_chunk(part)
+            room -= len(pending) - before
+            t2 = time.perf_counter()
+            self._adapt(n, t2 - t1)
+            if t2 - t0 > self.BUDGET:
+                break
+        if self.inpos >= len(inbuf):
+            self.inbuf = None
+
+    def _spent(self) -> bool:
+        """True when the input at hand can give no further output (without calling user code)."""
+        if not self.lazy:
+            return self.cursor.done if self.head == "source" else self.inbuf is None
+        gen = self.gen
+        if gen is None:
+            return self.head != "source" or self.cursor.done
+        if not self.gen_full:
+            return False  # at the start, or paused for time with input at hand
+        if self.head == "source":
+            if not self.cursor.exhausted():
+                return False
+        elif not self.upstream_finished or length_hint(self.gen_inputs) != 0:
+            # (before upstream finished only the next pull matters, and it resumes the generator)
+            return False
+        local = gen.gi_frame.f_locals  # paused after an output: is any iterable not used up?
+        for n_name, e_name, l_name in self.levels:
+            n = local.get(n_name)
+            if n is _LIST:
+                if length_hint(local[l_name]) != 0:
+                    return False
+            elif n is not _END or local.get(e_name) is not None:
+                return False
+        self._gen_done()
+        return True
+
+    def _failed(self, exc: BaseException) -> None:
+        """The run failed: upstream is cancelled and the sink fails now; outputs made before the
+        failure still go out (as downstream pulls) before the failure does."""
+        self.failure = exc
         self.inbuf = None
+        self.gen = None
+        self.gen_inputs = None
         if self.sink is not None:
             self.sink.fail(exc)
-        if self.pending and self.out is not None and not self.is_closed(self.out):
-            out = self._take(len(self.pending))
-            if self.tail == "chunk":
-                self.emit(self.out, out)
-            else:
-                self.emit_multiple(self.out, out)
-        self.fail_stage(exc)
+        if self.in_ is not None and not self.is_closed(self.in_):
+            self.cancel(self.in_, exc)
 
     def _take(self, n: int) -> list:
         pending = self.pending
         if n >= len(pending):
-            self.pending = []
-            return pending
+            out = pending[:]
+            pending.clear()
+            return out
         out = pending[:n]
         del pending[:n]
         return out
 
-    def _limit(self) -> int:
-        if self.tail == "sink":
-            return 1 << 62
-        return 1 if self.tail == "element" else max(1, min(self.out_boundary.demand, self.MAX_CHUNK))
-
-    def _produce_from_source(self) -> Optional[BaseException]:
-        cursor = self.cursor
-        limit = self._limit()
-        t0 = time.perf_counter()
-        while len(self.pending) < limit and not cursor.done:
-            if self.tail == "element":
-                x = cursor.next()
-                if x is _END:
-                    break
-                err = self._apply(x, False)
-            else:
-                err = self._apply(cursor.chunk(limit - len(self.pending)), True)
-            if err is not None:
-                return err
-            if self.pending and time.perf_counter() - t0 > self.BUDGET:
-                break
-        return None
-
-    def _drain_inbuf(self) -> Optional[BaseException]:
-        """Work through buffered input chunk slices while outputs are wanted and time is left."""
-        inbuf = self.inbuf
-        t0 = time.perf_counter()
-        while self.inpos < len(inbuf) and len(self.pending) < self._limit():
-            n = self.slice
-            part = inbuf[self.inpos : self.inpos + n]
-            self.inpos += len(part)
-            t1 = time.perf_counter()
-            err = self._apply(part, True)
-            if err is not None:
-                return err
-            dt = time.perf_counter() - t1
-            if dt < self.BUDGET / 4 and n < self.MAX_CHUNK:
-                self.slice = n * 2
-            elif dt > self.BUDGET and n > 1:
-                self.slice = max(1, n // 4)
-            if time.perf_counter() - t0 > self.BUDGET:
-                break
-        if self.inpos >= len(inbuf):
-            self.inbuf = None
-        return None
-
     # -- the state machine -----------------------------------------------------------------
-    def _work(self, _=None) -> None:
-        """Make progress: consume buffered input, hand out outputs, ask for more, or finish."""
-        if self.inbuf is not None:
-            err = self._drain_inbuf()
+    def _on_resume(self, _) -> None:
+        self.resuming = False
+        self._work()
+
+    def _work(self) -> None:
+        """Make progress: make outputs for the demand, hand them out, ask for more, or finish."""
+        if self.failure is None:
+            err = self._produce()
             if err is not None:
-                self._fail(err)
-                return
-        if self.pending and self.out is not None and self.is_available(self.out):
+                self._failed(err)
+        if self.pending and self.is_available(self.out):
             self._push_pending()
-        if self.inbuf is not None:
-            if len(self.pending) < self._limit():
-                self._resume.invoke(None)  # continue on the next turn
+        if self.failure is not None:
+            if not self.pending or self.is_closed(self.out):
+                self.fail_stage(self.failure)
             return
-        if self.pending:
-            return  # wait for the next pull
-        if self.upstream_finished:
-            self._finish()
-        elif self.in_ is not None and not self.has_been_pulled(self.in_) and not self.is_closed(self.in_):
-            if self.tail == "sink" or self.is_available(self.out):
-                self.pull(self.in_)
+        if self._spent():
+            if self.head == "source" or self.upstream_finished:
+                if not self.pending:
+                    self._finish()
+            elif self._room() > 0 and not self.has_been_pulled(self.in_) and not self.is_closed(self.in_):
+                self.pull(self.in_)  # only for demand: pulling takes input (a chunk: the boundary's buffer)
+        elif self._room() > 0 and not self.resuming:
+            self.resuming = True  # the time budget ran out: continue on the next turn
+            self._resume.invoke(None)
 
     def _push_pending(self) -> None:
         if self.tail == "chunk":
-            self.push(self.out, self._take(self._limit()))
+            self.push(self.out, self._take(self.out_boundary.demand))
         else:
-            self.push(self.out, self.pending.pop(0))
+            self.push(self.out, self.pending.pop())
 
     def _finish(self) -> None:
         if self.sink is not None:
@@ -529,45 +904,36 @@ class FusedRun(GraphStageLogic, InHandler, OutHandler):
 
     # -- handlers ------------------------------------------------------------------------------
     def on_pull(self):
-        if self.head == "source":
-            if not self.pending:
-                err = self._produce_from_source()
-                if err is not None:
-                    self._fail(err)
-                    return
-            if self.pending:
-                self._push_pending()
-            if not self.pending and self.cursor.done:
-                if self.cursor.error is not None:
-                    self._fail(self.cursor.error)
-                else:
-                    self.complete(self.out)
-            return
         self._work()
 
     def on_push(self):
         data = self.grab(self.in_)
-        if self.head == "chunk":
+        if self.lazy:
+            self.gen_inputs = it = iter(data) if self.head == "chunk" else iter((data,))
+            self._start_gen(it)
+        elif self.head == "chunk":
             self.inbuf = data
             self.inpos = 0
         else:
-            err = self._apply(data, False)
-            if err is not None:
-                self._fail(err)
-                return
+            try:
+                self._apply_one(data)
+            except Exception as e:  # noqa: BLE001 - a stage of the run failed
+                self._failed(e)
         self._work()
 
     def on_upstream_finish(self):
         self.upstream_finished = True
-        if self.inbuf is None and not self.pending:
+        if self.failure is None and not self.pending and self._spent():
             self._finish()
         else:
-            # the buffered input is still being worked through over the next turns: every port
-            # may be closed now, and the stage must not be stopped before it is done
+            # input at hand is still being worked through over the next turns: with a sink as its
+            # tail every port of the stage is closed now, and it must not be stopped before it is done
             self.set_keep_going(True)
 
     def on_upstream_failure(self, exc):
         self.inbuf = None
+        self.gen = None
+        self.gen_inputs = None
         if self.sink is not None:
             self.sink.fail(exc)
         self.fail_stage(exc)
@@ -659,8 +1025,7 @@ def _replace(builder, run, kinds) -> None:
     label = _label(stages)
     first, last = stages[0], stages[-1]
     if hk == "S" and tk == "K":
-        new = FusedLoop(kinds[id(head)][1], ops, names, _SinkState(kinds[id(tail)][1], tail), label,
-                        source_name=head.stage_name)
+        new = FusedLoop(kinds[id(head)][1], ops, names, _SinkState(kinds[id(tail)][1], tail), label, head.stage_name)
     else:
         head_mode = {"S": "source", "I": "chunk"}.get(hk, "element")
         tail_mode = {"K": "sink", "O": "chunk"}.get(tk, "element")
@@ -673,7 +1038,7 @@ def _replace(builder, run, kinds) -> None:
             _SinkState(kinds[id(tail)][1], tail) if tk == "K" else None,
             label,
             out_boundary=tail if tk == "O" else None,
-            source_name=head.stage_name,
+            source_name=head.stage_name if hk == "S" else "source",
         )
     new.attributes = first.attributes
     new._fused_from = stages

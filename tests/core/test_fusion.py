@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
-from atoll import Keep, Materializer, Sink, Source
+from atoll import Attributes, Keep, Materializer, Sink, Source
 from atoll.errors import PortStateError
 from atoll.islands.fusion import FusedLoop, FusedRun, generate
 from atoll.testkit import TestSink, TestSource
@@ -15,13 +16,27 @@ class Boom(Exception):
     pass
 
 
-def _random_chain(rng: random.Random, log: list):
-    """A random list of (name, function) operator specs; every call is logged to ``log``."""
+def _random_chain(rng: random.Random, log: list, generators: bool = False):
+    """A random list of (name, function) operator specs; every call is logged to ``log``. With
+    ``generators`` a map_concat may return a generator (logging each element it makes, and failing
+    while iterating on 999_998)."""
     specs = []
     for i in range(rng.randint(1, 6)):
         kind = rng.choice(["map", "filter", "filter_not", "map_concat"])
         k = rng.randint(2, 5)
-        if kind == "map":
+        if kind == "map_concat" and generators and rng.random() < 0.5:
+            def fn(x, i=i, k=k):
+                log.append(("map_concat", i, x))
+
+                def gen():
+                    for j in range(x % k):
+                        log.append(("next", i, x, j))
+                        if x == 999_998 and j == 1:
+                            raise Boom("iterating", i)
+                        yield x + j
+
+                return gen()
+        elif kind == "map":
             def fn(x, i=i, k=k):
                 log.append(("map", i, x))
                 if x == 999_999:
@@ -74,6 +89,54 @@ def test_random_chains_fused_equal_unfused(seed):
         plain = _run(specs, data, sink, False)
         assert fused == plain
         assert fused_log == shared_log, "side effects must happen in the same order"
+
+
+def _run_with_demand(specs, log, data, fusion, rng):
+    """Run the chain (logging to ``log``) from a logging iterator into a probe that asks for a
+    random number of elements in random steps; returns the events and the calls made by then."""
+    log.clear()
+
+    def source():
+        for j, x in enumerate(data):
+            log.append(("source", j))
+            yield x
+
+    mat = Materializer.local(fusion=fusion)
+    try:
+        probe = _apply(Source.from_iterator(source), specs).run_with(TestSink.probe(), mat)
+        events = []
+        wanted = rng.randint(0, 30)
+        while wanted > 0 and (not events or events[-1][0] == "next"):
+            n = min(wanted, rng.randint(1, 4))
+            wanted -= n
+            probe.request(n)
+            for _ in range(n):
+                ev = probe.expect_event()
+                events.append((ev[0], repr(ev[1])) if ev[0] == "error" else ev)
+                if ev[0] != "next":
+                    break
+        probe.expect_no_message(0.02)  # nothing more is made without demand
+        calls = list(log)
+        if not events or events[-1][0] == "next":
+            probe.cancel()
+        return events, calls
+    finally:
+        mat.shutdown()
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_chains_under_demand_fused_equal_unfused(seed):
+    # a fused run calls user code only as far as demand reaches, in the same order, and fails at the
+    # same point: the source iterator, the operators and map_concat's iterables all log their calls
+    rng = random.Random(seed)
+    data = [rng.randint(0, 50) for _ in range(rng.randint(0, 40))]
+    if rng.random() < 0.3 and data:
+        data[rng.randrange(len(data))] = rng.choice([999_999, 999_998])
+    log = []
+    specs = _random_chain(rng, log, generators=True)
+    plain = _run_with_demand(specs, log, data, False, random.Random(seed))
+    fused = _run_with_demand(specs, log, data, True, random.Random(seed))
+    assert fused == plain
 
 
 def test_closed_loop_is_fused_into_one_stage(mat):
@@ -156,6 +219,73 @@ def test_fused_flow_failure_emits_earlier_outputs_first(mat):
     src.send_next(2)
     assert isinstance(sink.expect_error(), Boom)
     assert isinstance(src.expect_cancellation(), Boom)
+
+
+def test_fused_failure_after_outputs_waits_for_the_demand_of_an_island_boundary(mat):
+    # the outputs made before the failure go out as the channel's demand allows, then the failure
+    def expand(x):
+        yield from range(1, 11)
+        raise Boom("after ten")
+
+    probe = (
+        Source.from_iterable([1])
+        .map(lambda x: x)
+        .map_concat(expand)
+        .island()
+        .run_with(TestSink.probe().add_attributes(Attributes.input_buffer(2, 2)), mat)
+    )
+    probe.request(20)
+    probe.expect_next_n(list(range(1, 11)))
+    assert isinstance(probe.expect_error(), Boom)
+
+
+def test_fused_run_after_an_island_boundary_applies_user_functions_only_for_demand(mat):
+    calls = []
+    probe = (
+        Source.from_iterable(range(100))
+        .island()
+        .map(lambda x: calls.append(("a", x)) or x)
+        .map(lambda x: calls.append(("b", x)) or x)
+        .run_with(TestSink.probe(), mat)
+    )
+    probe.request(2)
+    probe.expect_next(0, 1)
+    probe.expect_no_message(0.05)
+    assert calls == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]  # not the whole chunk the channel brought
+    probe.cancel()
+
+
+def test_fused_run_before_an_island_boundary_makes_only_what_the_channel_asks_for(mat):
+    calls = []
+    probe = (
+        Source.from_iterable(range(100))
+        .map(lambda x: calls.append(("a", x)) or x)
+        .map_concat(lambda x: calls.append(("c", x)) or [x, x])
+        .map(lambda x: calls.append(("b", x)) or x)
+        .island()
+        .run_with(TestSink.probe().add_attributes(Attributes.input_buffer(4, 4)), mat)
+    )
+    probe.request(1)
+    probe.expect_next(0)
+    probe.expect_no_message(0.05)
+    # the channel asked for 4 elements: two inputs' worth, as the unfused stages make
+    assert calls == [("a", 0), ("c", 0), ("b", 0), ("b", 0), ("a", 1), ("c", 1), ("b", 1), ("b", 1)]
+    probe.cancel()
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["map", "map_concat"])
+def test_fused_run_into_a_sink_finishes_its_buffered_input_after_upstream_completed(mat, lazy):
+    # a chunk from the channel takes several turns (slow operator): upstream completes meanwhile, and
+    # the run (whose every port is closed then) must still work through the rest of it
+    def slow(x):
+        time.sleep(0.0002)
+        return x * 2
+
+    src = Source.range(0, 300).island().map(slow)
+    if lazy:
+        src = src.map_concat(lambda x: [x])
+    sink = Sink.fold(0, lambda a, b: a + b).add_attributes(Attributes.input_buffer(64, 64))
+    assert src.run_with(sink, mat).result(10) == 2 * sum(range(300))
 
 
 def test_fused_source_does_not_read_ahead(mat):

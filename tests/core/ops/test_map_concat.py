@@ -1,8 +1,10 @@
 """map_concat: ported from Pekko's FlowMapConcatSpec, plus the iteration contract (lazy, one element
 ahead, failures while iterating under supervision).
 
-Tests taking ``fmat`` run fused and unfused (map_concat itself is never fused: its iterables are drawn
-one element per pull, which also holds next to fused neighbours).
+Tests taking ``fmat`` run fused and unfused. A fused map_concat (one next to other fusible stages;
+a lone one between probes stays a stage of its own) draws its iterables lazily too, one element
+ahead of the one handed on, as far as demand reaches: the section "lazy iteration (fused)" checks
+that with a ``map`` in front.
 """
 from __future__ import annotations
 
@@ -163,7 +165,7 @@ def test_map_concat_resume_after_failure_in_the_last_iterable_completes(fmat):
     sink.expect_complete()
 
 
-# ------------------------------------------------------------------------- lazy iteration (unfused)
+# ------------------------------------------------------------------------- lazy iteration
 def test_map_concat_iterates_lazily_one_element_ahead(fmat):
     produced = []
 
@@ -208,6 +210,134 @@ def test_map_concat_of_an_endless_iterable_between_fusible_stages(fmat):
     out = (Source.single(1).map(lambda x: x + 1).map_concat(lambda x: itertools.count(x)).map(lambda x: -x)
            .take(4).run_with(Sink.seq(), fmat).result(3))
     assert out == [-2, -3, -4, -5]
+
+
+# ------------------------------------------------------------------------- lazy iteration (fused)
+def _identity(x):
+    return x
+
+
+def _guarded_count(limit, produced):
+    """``fn`` for map_concat: ``itertools.count(x)``, failing once more than ``limit`` elements were drawn."""
+
+    def fn(x):
+        def gen():
+            for i in itertools.count(x):
+                if len(produced) >= limit:
+                    raise RuntimeError("map_concat iterated far ahead of demand")
+                produced.append(i)
+                yield i
+
+        return gen()
+
+    return fn
+
+
+def test_fused_map_concat_of_an_unbounded_iterable_draws_only_what_take_needs(fmat):
+    produced = []
+    src = Source.from_iterable([1, 2]).map(_identity).map_concat(_guarded_count(100, produced))
+    assert src.take(3).run_with(Sink.seq(), fmat).result(3) == [1, 2, 3]
+    assert produced == [1, 2, 3, 4]  # one element ahead of the last one taken
+    out = Source.single(1).map_concat(lambda x: itertools.count()).take(5).run_with(Sink.seq(), fmat).result(3)
+    assert out == [0, 1, 2, 3, 4]
+
+
+def test_fused_map_concat_of_an_unbounded_iterable_before_an_island_boundary(fmat):
+    produced = []
+    src = Source.from_iterable([1, 2]).map(_identity).map_concat(_guarded_count(100, produced)).island()
+    assert src.take(3).run_with(Sink.seq(), fmat).result(3) == [1, 2, 3]
+    assert len(produced) <= 40  # no further than the channel's demand (its buffer) reaches
+
+
+def test_fused_map_concat_of_an_unbounded_iterable_into_a_sink_can_be_stopped(fmat):
+    # a closed source -> map_concat -> sink loop over an endless iterable must still let its island
+    # serve other signals between turns (here: the materializer shutting the graph down)
+    fut = (
+        Source.from_iterable([1])
+        .map_concat(lambda x: itertools.count())
+        .filter(lambda x: x < 0)
+        .run_with(Sink.ignore(), fmat)
+    )
+    assert not fut.done()
+    fmat.shutdown()
+    assert fut.exception(3) is not None
+
+
+def test_fused_map_concat_iterates_lazily_one_element_ahead(fmat):
+    produced = []
+
+    def gen(x):
+        for i in itertools.count():
+            produced.append(i)
+            yield i
+
+    src, sink = TestSource.probe().map(_identity).map_concat(gen).to_mat(TestSink.probe(), Keep.both).run(fmat)
+    sink.request(2)
+    src.send_next(1)
+    sink.expect_next(0, 1)
+    sink.expect_no_message(0.05)
+    assert produced == [0, 1, 2]  # the element after the last one pushed is fetched ahead
+    sink.request(1)
+    sink.expect_next(2)
+    sink.cancel()
+    src.expect_cancellation()
+    assert produced == [0, 1, 2, 3]
+
+
+def test_fused_map_concat_calls_the_operators_after_it_only_for_demanded_elements(fmat):
+    calls = []
+    src, sink = (
+        TestSource.probe()
+        .map(_identity)
+        .map_concat(lambda x: [x] * 4)
+        .map(lambda x: calls.append(x) or x)
+        .to_mat(TestSink.probe(), Keep.both)
+        .run(fmat)
+    )
+    sink.request(1)
+    src.send_next(5)
+    sink.expect_next(5)
+    sink.expect_no_message(0.05)
+    assert calls == [5]
+    sink.request(3)
+    sink.expect_next(5, 5, 5)
+    src.send_complete()
+    sink.expect_complete()
+    assert calls == [5, 5, 5, 5]
+
+
+def test_fused_map_concat_failure_while_iterating_comes_with_the_demand_for_that_element(fmat):
+    src, sink = TestSource.probe().map(_identity).map_concat(_failing_gen).to_mat(TestSink.probe(), Keep.both).run(fmat)
+    sink.request(1)
+    src.send_next(2)
+    sink.expect_next(2)
+    sink.expect_no_message(0.05)
+    sink.request(1)
+    sink.expect_next(20)
+    sink.expect_no_message(0.05)
+    sink.request(1)  # asks for the element whose production fails
+    sink.expect_error(TE("iteration"))
+    assert src.expect_cancellation() == TE("iteration")
+
+
+@pytest.mark.parametrize("make", [lambda x: [x] * x, lambda x: iter([x] * x)], ids=["list", "iterator"])
+def test_fused_map_concat_completes_with_its_last_element_once_upstream_finished(fmat, make):
+    src, sink = TestSource.probe().map(_identity).map_concat(make).to_mat(TestSink.probe(), Keep.both).run(fmat)
+    sink.request(1)
+    src.send_next(3)
+    sink.expect_next(3)
+    src.send_complete()
+    sink.expect_no_message(0.05)
+    sink.request(2)  # exactly the elements left: completion needs no further demand
+    sink.expect_next(3, 3)
+    sink.expect_complete()
+
+
+def test_fused_map_concat_over_a_sequence_completes_with_its_last_element(fmat):
+    probe = Source.from_iterable([1, 2]).map_concat(lambda x: iter([x, x])).run_with(TestSink.probe(), fmat)
+    probe.request(4)
+    probe.expect_next(1, 1, 2, 2)
+    probe.expect_complete()
 
 
 # ------------------------------------------------------------------------- build time

@@ -393,6 +393,70 @@ def test_from_iterable_fails_on_a_none_element(fmat):
     assert isinstance(fut.exception(3), PortStateError)
 
 
+# ---------------------------------------------------------------- the same behind fusible operators
+# (source -> map ... -> sink is fused into a closed loop, source -> map ... -> probe into a source run)
+@pytest.mark.parametrize(
+    "flow",
+    [lambda s: s.filter(lambda x: True), lambda s: s.map_concat(lambda x: [] if x is None else [x])],
+    ids=["filter", "map_concat"],
+)
+def test_from_iterable_fails_on_a_none_element_behind_operators(fmat, flow):
+    fut = flow(Source.from_iterable([1, None, 3])).run_with(Sink.seq(), fmat)
+    assert isinstance(fut.exception(3), PortStateError)
+    probe = flow(Source.from_iterable(iter([1, None, 3]))).run_with(TestSink.probe(), fmat)
+    probe.request(5)
+    probe.expect_next(1)
+    probe.expect_error(PortStateError)
+
+
+@pytest.mark.parametrize("flow", [lambda s: s.map(lambda x: x), lambda s: s.map_concat(lambda x: [x])], ids=["map", "map_concat"])
+def test_iterator_source_behind_operators_fails_when_the_factory_throws(fmat, flow):
+    def factory():
+        raise TE("factory")
+
+    assert flow(Source.from_iterator(factory)).run_with(Sink.seq(), fmat).exception(3) == TE("factory")
+    probe = flow(Source.from_iterator(factory)).run_with(TestSink.probe(), fmat)
+    probe.request(1)
+    probe.expect_error(TE("factory"))
+
+
+def test_iterator_source_behind_operators_calls_its_factory_at_the_first_demand(fmat):
+    calls = []
+
+    def factory():
+        calls.append(1)
+        return iter([1, 2])
+
+    probe = Source.from_iterator(factory).map(lambda x: x * 10).run_with(TestSink.probe(), fmat)
+    probe.expect_subscription()
+    probe.expect_no_message(0.05)
+    assert calls == []
+    probe.request(1)
+    probe.expect_next(10)
+    assert calls == [1]
+    probe.cancel()
+
+
+@pytest.mark.parametrize("sink", ["seq", "probe"])
+def test_iterator_source_failing_in_next_fails_after_the_elements_before_it_went_through(fmat, sink):
+    seen = []
+
+    def gen():
+        yield 1
+        yield 2
+        raise TE("next")
+
+    src = Source.from_iterator(gen).map(lambda x: seen.append(x) or x)
+    if sink == "seq":
+        assert src.run_with(Sink.seq(), fmat).exception(3) == TE("next")
+    else:
+        probe = src.run_with(TestSink.probe(), fmat)
+        probe.request(10)
+        probe.expect_next(1, 2)
+        probe.expect_error(TE("next"))
+    assert seen == [1, 2]
+
+
 # =========================================================================== Source.run
 def test_run_ignores_elements_and_only_signals_completion(mat):
     assert Source.from_iterator(lambda: iter(range(1, 6))).map(lambda x: x * 10).run(mat).result(3) is Done
