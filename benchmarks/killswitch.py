@@ -2,8 +2,8 @@
 
 The graph (the issue's case, ``busy``) is infinite and busy::
 
-    Source.repeat(1).map(+1).island()  ->  KillSwitches.single() -> Sink.ignore()
-    \\_____ island A (source) _____/        \\_______ island B (switch, sink) ____/
+    Source.repeat(1).map(+1).island()  ->  KillSwitches.single().map(id).island()  ->  Sink.ignore()
+    \\_____ island A (source) _____/        \\_________ island B (switch) __________/      island C (sink)
 
 After ``run()``, once island B has received elements (the graph is streaming) and a moment more, the
 driver calls ``switch.shutdown()``. Measured from that call:
@@ -49,6 +49,7 @@ def _graph(variant: str):
     g = up.via_mat(KillSwitches.single(), Keep.right)
     if variant == "slow-after":
         g = g.map(_slow)
+    g = g.map(lambda x: x).island()  # island B ends here: the sink is in island C (three islands)
     return g.to_mat(Sink.ignore(), Keep.both)
 
 
@@ -69,8 +70,8 @@ def _once(mat, variant: str) -> Dict[str, object]:
     infos = handle.islands()
     pids = [i["pid"] for i in infos if "pid" in i]
     received = sum(i.get("elements_in", 0) for i in infos)
-    if len(pids) != 2 or received == 0:
-        raise RuntimeError(f"killswitch: expected 2 busy islands, got {infos}")
+    if len(pids) != 3 or received == 0:
+        raise RuntimeError(f"killswitch: expected 3 busy islands, got {infos}")
     t0 = time.perf_counter()
     switch.shutdown()
     t_call = time.perf_counter() - t0
@@ -98,7 +99,8 @@ def run(opts: Options) -> Result:
             ("slow-after", VARIANT_RUNS_QUICK if opts.quick else VARIANT_RUNS),
             ("slow-before", VARIANT_RUNS_QUICK if opts.quick else VARIANT_RUNS)]
     res = Result("killswitch", params={"variants": dict(plan), "settle_s": SETTLE, "warmup": 1, "target_s": TARGET})
-    out("killswitch: Source.repeat(1).map.island() -> KillSwitches.single() -> Sink.ignore(), busy; "
+    out("killswitch: Source.repeat(1).map.island() -> KillSwitches.single().map.island() -> Sink.ignore(), "
+        "3 islands, busy; "
         "shutdown() from the driver -> sink future, graph completion, actor processes gone; "
         f"1 warm-up, then {plan[0][1]} runs (+{plan[1][1]} per backpressured variant)")
     progress("ray.init")
