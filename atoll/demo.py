@@ -68,7 +68,8 @@ def user_rows(totals: Dict[int, list]):
                "favourite_page": max(pages, key=pages.get), "last_hour": hour}
 
 
-def _count_alive_islands(graph) -> int:
+def _alive_islands(graph) -> int:
+    """How many of the graph's island actors still answer a call."""
     import ray
 
     alive = 0
@@ -78,6 +79,17 @@ def _count_alive_islands(graph) -> int:
             alive += 1
         except Exception:  # noqa: BLE001 - dead actor: what we want
             pass
+    return alive
+
+
+def _wait_islands_gone(graph, timeout: float = 10.0) -> int:
+    """Island actors are killed asynchronously when the graph ends: poll until none answers (or
+    ``timeout``); returns how many are still alive."""
+    deadline = time.monotonic() + timeout
+    alive = _alive_islands(graph)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = _alive_islands(graph)
     return alive
 
 
@@ -120,8 +132,10 @@ def kill_switch_job(mat) -> None:
     n = seen.result(timeout=30)
     graph.wait(30)
     stop = time.perf_counter() - t0
+    alive = _wait_islands_gone(graph)
+    gone = time.perf_counter() - t0
     print(f"infinite graph: stopped by the kill switch after {n:,} elements; stop took {stop * 1000:.0f} ms; "
-          f"island actors still alive: {_count_alive_islands(graph)}")
+          f"island actors still alive: {alive}" + ("" if alive else f" (all gone {gone * 1000:.0f} ms after shutdown)"))
 
 
 def main(argv=None) -> int:
