@@ -86,27 +86,36 @@ class BlockLogic(_PromiseSinkLogic):
         self.refs: List[Any] = []
 
     def on_push(self):
-        elem = self.grab(self.in_)
-        index = self.count
-        self.count += 1
         try:
-            if _is_row(elem):
-                if not self.rows:
-                    self.rows_base = index
-                self.rows.append(elem)
-                if len(self.rows) >= self.limit:
-                    self._flush_rows()
-            elif _is_batch(elem):
-                self._flush_rows()
-                self._put(self._conform(elem, index))
-            else:
-                raise SchemaMismatchError(None, "a row dict, a pyspark Row, a pyarrow Table/RecordBatch or a "
-                                          "pandas DataFrame", type(elem).__name__, index)
+            self.fused_accept(self.grab(self.in_))
         except Exception as e:  # noqa: BLE001 - the stream fails with it
             fail_promise(self.promise, e)
             self.fail_stage(e)
             return
         self.pull(self.in_)
+
+    # the fusible-sink protocol (atoll.islands.fusion): a fused run calls these directly
+    def fused_accept(self, elem: Any) -> None:
+        """Check and gather one element (raises ``SchemaMismatchError`` when it does not fit)."""
+        index = self.count
+        self.count += 1
+        if type(elem) is dict or _is_row(elem):
+            if not self.rows:
+                self.rows_base = index
+            self.rows.append(elem)
+            if len(self.rows) >= self.limit:
+                self._flush_rows()
+        elif _is_batch(elem):
+            self._flush_rows()
+            self._put(self._conform(elem, index))
+        else:
+            raise SchemaMismatchError(None, "a row dict, a pyspark Row, a pyarrow Table/RecordBatch or a "
+                                      "pandas DataFrame", type(elem).__name__, index)
+
+    def fused_result(self) -> Any:
+        """Flush what is gathered and return the sink's value (raises like ``fused_accept``)."""
+        self._flush_rows()
+        return self._result()
 
     def _conform(self, batch: Any, index: int) -> pa.Table:
         from .spark_schema import conform
@@ -143,13 +152,7 @@ class BlockLogic(_PromiseSinkLogic):
 
     def on_upstream_finish(self):
         try:
-            self._flush_rows()
-        except Exception as e:  # noqa: BLE001
-            fail_promise(self.promise, e)
-            self.fail_stage(e)
-            return
-        try:
-            value = self._result()
+            value = self.fused_result()
         except Exception as e:  # noqa: BLE001
             fail_promise(self.promise, e)
             self.fail_stage(e)

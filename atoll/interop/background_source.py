@@ -48,6 +48,11 @@ class BackgroundSource(SourceStage):
 
 
 class _BackgroundLogic(GraphStageLogic, OutHandler):
+    #: fusion may treat this stage as a producer of element lists feeding a fused run (as it treats an
+    #: input boundary); it then sets ``chunked`` and each push hands over a whole list of elements
+    chunk_source = True
+    chunked = False
+
     def __init__(self, stage: BackgroundSource):
         super().__init__(stage.shape)
         self.stage = stage
@@ -124,7 +129,47 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         self.credits.release()
         return self.chunks.popleft()
 
+    def _take_chunk(self):
+        """Every element at hand as one non-empty list, or ``_DONE`` when none is."""
+        if self.stage.chunked:
+            if self.pos < len(self.cur):
+                out = self.cur[self.pos:] if self.pos else self.cur
+                self.cur, self.pos = [], 0
+                return out if type(out) is list else list(out)
+            while self.chunks:
+                c = self.chunks.popleft()
+                self.credits.release()
+                if len(c):
+                    return c if type(c) is list else list(c)
+            return _DONE
+        if not self.chunks:
+            return _DONE
+        out = list(self.chunks)
+        self.chunks.clear()
+        for _ in out:
+            self.credits.release()
+        return out
+
+    def _on_pull_chunked(self) -> None:
+        chunk = self._take_chunk()
+        if chunk is _DONE:
+            if self.finished:
+                self._end()
+            return
+        for elem in chunk:
+            if elem is None:
+                self.fail_stage(PortStateError(
+                    f"{self.stage.name}: the iterator yielded None; elements must not be None "
+                    "(Reactive Streams rule 2.13)"))
+                return
+        self.push(self.out, chunk)
+        if self.finished and not self.chunks:
+            self._end()
+
     def on_pull(self) -> None:
+        if self.chunked:
+            self._on_pull_chunked()
+            return
         elem = self._next()
         if elem is not _DONE:
             if elem is None:

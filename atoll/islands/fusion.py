@@ -114,6 +114,10 @@ def sink_kind(logic) -> Optional[tuple]:
         kind = ("foreach", module.fn)
     elif t is IgnoreSink:
         kind = ("ignore",)
+    elif getattr(logic, "fused_accept", None) is not None and getattr(logic, "fusible", True):
+        # a sink offering the fusible-sink protocol: ``fused_accept(elem)`` per element (may raise: the
+        # run fails with it), ``fused_result()`` the value its promise completes with (may raise too)
+        kind = ("foreach", logic.fused_accept, logic.fused_result)
     else:
         return None
     return kind if _default_supervision(logic) else None
@@ -447,6 +451,7 @@ class _SinkState:
         self.acc = kind[1] if self.kind == "fold" else None
         self.fn = kind[2] if self.kind == "fold" else (kind[1] if self.kind == "foreach" else None)
         self.buf = [] if self.kind == "seq" else None
+        self.result_fn = kind[2] if self.kind == "foreach" and len(kind) > 2 else None
 
     def target(self):
         if self.kind == "seq":
@@ -455,6 +460,8 @@ class _SinkState:
 
     def result(self):
         k = self.kind
+        if self.result_fn is not None:
+            return self.result_fn()
         if k == "fold":
             return self.acc
         if k == "seq":
@@ -462,9 +469,14 @@ class _SinkState:
         return Done
 
     def complete(self):
-        from ..ops.base import complete_promise
+        from ..ops.base import complete_promise, fail_promise
 
-        complete_promise(self.promise, self.result())
+        try:
+            value = self.result()
+        except Exception as e:  # noqa: BLE001 - a protocol sink's final step failed: its promise fails
+            fail_promise(self.promise, e)
+            return
+        complete_promise(self.promise, value)
 
     def fail(self, exc):
         from ..ops.base import fail_promise
@@ -955,8 +967,8 @@ def _kind_of(logic) -> Optional[tuple]:
 
     n_in, n_out = len(logic._in_conns), len(logic._out_conns)
     t = type(logic)
-    if t is InputBoundary:
-        return ("I", None)
+    if t is InputBoundary or getattr(logic, "chunk_source", False):
+        return ("I", None)  # (a stage that can hand over element lists, e.g. BackgroundSource)
     if t is OutputBoundary:
         return ("O", None)
     if n_in == 1 and n_out == 1:

@@ -93,3 +93,23 @@ def test_bad_arguments_fail_when_built():
         BackgroundSource("bg", lambda: iter(()), prefetch=0)
     with pytest.raises(TypeError, match="factory must be callable"):
         BackgroundSource("bg", [1, 2])
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_same_elements_and_errors_fused_or_not(fusion):
+    """Next to fusible stages the source hands over whole lists to the fused run; the outcome is the same."""
+    from atoll import Materializer
+
+    m = Materializer.local(fusion=fusion)
+    try:
+        out = (source(Recorder([[1, 2, 3], [4], [], [5, 6]])).map(lambda x: x * 10).filter(lambda x: x != 20)
+               .run_with(Sink.seq(), m).result(10))
+        assert out == [10, 30, 40, 50, 60]
+        with pytest.raises(KeyError, match="broken chunk"):
+            source(Recorder([[1], [2]], fail_at=1)).map(lambda x: x).run_with(Sink.seq(), m).result(10)
+        with pytest.raises(PortStateError, match="bg: the iterator yielded None"):
+            source(Recorder([[1, None]])).map(lambda x: x).run_with(Sink.seq(), m).result(10)
+        assert source(Recorder(["a", "b", "c"]), chunked=False).map(str.upper).run_with(Sink.seq(), m).result(10) == [
+            "A", "B", "C"]
+    finally:
+        m.shutdown()
