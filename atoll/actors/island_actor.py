@@ -22,7 +22,7 @@ import ray
 
 from ..errors import AbruptTerminationError
 from ..islands.boundaries import InputBoundary, OutputBoundary
-from ..islands.fusion import fuse
+from ..islands.passes import prepare_island
 from ..islands.island_builder import IslandBuilder
 from ..islands.local_phase import create_stage, input_buffer_size
 from ..islands.thread_host import ThreadHost
@@ -102,8 +102,7 @@ class IslandActor:
                 boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else plan.name}")
                 builder.add_input_boundary(slot, boundary)
                 self.inputs[ch] = boundary
-        if settings.fusion:
-            fuse(builder)
+        prepare_island(builder, settings)
         materializer = _ActorContextMaterializer(settings)
         host.interpreter = builder.build(host, materializer)
         self.exports.on_future_done = self._future_done

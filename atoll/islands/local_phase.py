@@ -11,7 +11,7 @@ from typing import Any, Tuple
 from ..materializer.phase import PhaseIsland
 from ..stage.attributes import AsyncBoundary, Attributes, InputBuffer, Name
 from .boundaries import InputBoundary, OutputBoundary
-from .fusion import fuse
+from .passes import prepare_island
 from .island_builder import IslandBuilder
 from .thread_host import ThreadHost
 
@@ -80,8 +80,7 @@ class LocalIslandPhase(PhaseIsland):
 
     def on_island_ready(self) -> None:
         if not self.is_empty:
-            if self.graph.settings.fusion:
-                fuse(self.builder)
+            prepare_island(self.builder, self.graph.settings)
             self.host_interpreter = self.builder.build(self.host, self.graph.materializer)
             if self.host.interpreter is None:
                 self.host.interpreter = self.host_interpreter
