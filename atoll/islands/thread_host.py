@@ -4,6 +4,13 @@ The host owns the island's inbox (async callbacks, channel signals, control mess
 its timers and the list of output boundaries with a frame to flush. Its loop alternates: drain the
 inbox, fire due timers, run one bounded interpreter turn, flush frames; it sleeps on the inbox when
 there is nothing to do, and ends when every stage of the island has stopped.
+
+Time: every semantic time read goes through the host's clock, ``host.now()`` (``atoll.stage.clock``;
+a real monotonic clock unless one is given). Under a driven clock (the test kit's ``ManualClock``)
+the host keeps no timers of its own: it hands them to the clock, which fires them through the inbox
+when virtual time reaches them, and it reports to the clock when it posts work and when it goes idle,
+so that the clock can tell when every effect of a firing has been handled. The ``perf_counter``
+reads below only bound how long a turn may run (adaptive slicing); they stay on real time.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import time
 from queue import Empty, SimpleQueue
 from typing import Any, Callable, List, Optional
 
+from ..stage.clock import REAL_CLOCK, Clock
 log = logging.getLogger("atoll.host")
 
 _seq = itertools.count()
@@ -40,10 +48,13 @@ class IslandHost:
     A host runs one island's interpreter plus the interpreters of substreams materialized from its
     stages (``flat_map_concat``, ``recover_with_retries`` ...), all on one thread, like Pekko's actor
     hosting several interpreter shells. Subclasses decide where the loop runs (a thread here, a Ray
-    actor in ``atoll.actors``)."""
+    actor in ``atoll.actors``). ``clock``: where time is read and, if it is a driven clock (virtual
+    time), who fires the timers; default the real monotonic clock."""
 
-    def __init__(self, name: str, event_limit: int = 2000, inbox_batch: int = 256):
+    def __init__(self, name: str, event_limit: int = 2000, inbox_batch: int = 256, clock: Optional[Clock] = None):
         self.name = name
+        self.clock: Clock = clock if clock is not None else REAL_CLOCK
+        self._driven = self.clock.drives_timers
         self.event_limit = event_limit
         self.slice = min(16, event_limit)  # grows while turns are quick
         self.inbox_batch = inbox_batch
@@ -57,15 +68,31 @@ class IslandHost:
         self.on_done: Optional[Callable[["IslandHost"], None]] = None
 
     # ------------------------------------------------------------------ services for the interpreter
+    def now(self) -> float:
+        """The host's time in seconds (its clock's): what timers and operators measure time with."""
+        return self.clock.now()
+
     def post(self, fn: Callable, *args) -> None:
         """Thread-safe: run ``fn(*args)`` on the island's thread."""
-        self.inbox.put((fn, args))
+        if self._driven:
+            self.clock.host_post(self, fn, args)
+        else:
+            self.inbox.put((fn, args))
 
     def schedule(self, delay: float, fn: Callable, *args) -> _Scheduled:
-        """Run ``fn(*args)`` on the island's thread after ``delay`` seconds (call from the island's thread)."""
-        item = _Scheduled(time.monotonic() + delay, fn, args)
-        heapq.heappush(self.timers, item)
+        """Run ``fn(*args)`` on the island's thread after ``delay`` seconds (call from the island's thread).
+        Under a driven clock the clock keeps the timer and fires it when its time has come."""
+        item = _Scheduled(self.clock.now() + delay, fn, args)
+        if self._driven:
+            self.clock.host_schedule(self, item)
+        else:
+            heapq.heappush(self.timers, item)
         return item
+
+    def fire_scheduled(self, item: _Scheduled) -> None:
+        """Run a timer a driven clock says is due (on the host's thread, through the inbox)."""
+        if not item.cancelled:
+            item.fn(*item.args)
 
     def cancel_scheduled(self, handle: _Scheduled) -> None:
         handle.cancelled = True
@@ -131,8 +158,12 @@ class IslandHost:
             except BaseException:  # noqa: BLE001
                 pass
         finally:
-            if self.on_done is not None:
-                self.on_done(self)
+            try:
+                if self.on_done is not None:
+                    self.on_done(self)
+            finally:
+                if self._driven:
+                    self.clock.host_ended(self)
 
     #: a turn should leave the inbox waiting no longer than this (seconds)
     TURN_BUDGET = 0.005
@@ -149,6 +180,7 @@ class IslandHost:
         if len(interps) == 1:
             interp = interps[0]
             if interp.queue:
+                # real time, not host.now(): this measures CPU time to size the next turn
                 t0 = time.perf_counter()
                 interp.execute(limit)
                 dt = time.perf_counter() - t0
@@ -181,8 +213,10 @@ class IslandHost:
         timers = self.timers
         batch = self.inbox_batch
         qsize = inbox.qsize
-        clock = time.perf_counter
+        clock = time.perf_counter  # CPU budget of the inbox drain: real time on purpose
         budget = self.TURN_BUDGET
+        driven = self._driven
+        now = self.clock.now
         while True:
             # only what is there now (work that re-posts itself waits for the next round), and
             # never longer than a turn's budget, so interpreter events are not starved
@@ -204,7 +238,9 @@ class IslandHost:
                 continue
             timeout = None
             if timers:
-                timeout = max(0.0, timers[0].due - time.monotonic())
+                timeout = max(0.0, timers[0].due - now())
+            elif driven and not self.clock.host_idle(self):
+                continue  # something was posted meanwhile
             try:
                 fn, args = get(timeout=timeout)
             except Empty:
@@ -213,7 +249,7 @@ class IslandHost:
 
     def _fire_due_timers(self) -> None:
         timers = self.timers
-        now = time.monotonic()
+        now = self.clock.now()
         while timers and timers[0].due <= now:
             item = heapq.heappop(timers)
             if not item.cancelled:
@@ -236,6 +272,9 @@ class ThreadHost(IslandHost):
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self.run_loop, name=f"atoll-{self.name}", daemon=True)
+        if self._driven:
+            # busy from now on: a driven clock must not see the graph idle before it initialized
+            self.clock.host_started(self)
         self.thread.start()
 
     def join(self, timeout: Optional[float] = None) -> bool:

@@ -4,6 +4,10 @@
 each island as a Ray actor. Both use the same traversal walk, island plugins and channel protocol, so
 a graph gives the same results on either. The process-wide default (used by ``run()`` without an
 argument) is created on first use; ``set_default_materializer`` replaces it.
+
+Time: a materializer has a ``clock`` (``atoll.stage.clock``) that every island host it creates reads
+time from (``host.now()``). ``Materializer.local(clock=ManualClock())`` runs a graph on the test
+kit's virtual time; the Ray materializer's hosts always use real time.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from abc import ABC, abstractmethod
 from typing import Any, List, Optional
 
 from ..errors import IllegalStateError
+from ..stage.clock import REAL_CLOCK, Clock
 from ..stage.attributes import Attributes, InputBuffer, SupervisionStrategy
 from ..stage.supervision import Supervision
 
@@ -44,23 +49,38 @@ class MaterializerSettings:
 class Materializer(ABC):
     """Runs blueprints. Use ``Materializer.local()`` or ``Materializer.ray()``."""
 
-    def __init__(self, settings: MaterializerSettings):
+    def __init__(self, settings: MaterializerSettings, clock: Optional[Clock] = None):
         self.settings = settings
+        #: where the island hosts of this materializer read time (and, if driven, who fires timers)
+        self.clock: Clock = clock if clock is not None else REAL_CLOCK
         self._lock = threading.Lock()
         self._running: List[Any] = []
         self._shutdown = False
 
     # ------------------------------------------------------------------ factories
     @staticmethod
-    def local(**settings) -> "Materializer":
-        """Every island on a thread of this process."""
+    def local(clock: Optional[Clock] = None, **settings) -> "Materializer":
+        """Every island on a thread of this process.
+
+        ``clock``: the clock of every island host (and so of every substream, which runs on its
+        parent's host); default real time. With ``atoll.testkit.ManualClock()`` timers fire only
+        when the test advances the clock (``clock.advance(seconds)``)."""
         from ..islands.local_materializer import LocalMaterializer
 
-        return LocalMaterializer(MaterializerSettings(**settings))
+        if clock is not None and not isinstance(clock, Clock):
+            raise TypeError(f"Materializer.local: clock must be an atoll Clock, got {clock!r}")
+        m = LocalMaterializer(MaterializerSettings(**settings))
+        if clock is not None:
+            m.clock = clock
+        return m
 
     @staticmethod
     def ray(address: Optional[str] = None, **settings) -> "Materializer":
-        """Every island as a Ray actor; ``ray.init`` is called (locally, or at ``address``) if needed."""
+        """Every island as a Ray actor; ``ray.init`` is called (locally, or at ``address``) if needed.
+
+        The island hosts read time through the same ``host.now()`` as local ones, but always from a
+        real clock: there is no manual (virtual) clock for Ray, since actors in other processes
+        cannot share one. Timer tests use ``Materializer.local(clock=ManualClock())``."""
         from ..actors.ray_materializer import RayMaterializer
 
         return RayMaterializer(address=address, **settings)

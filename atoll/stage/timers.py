@@ -3,11 +3,14 @@
 Timers fire on the island's thread through ``on_timer(key)``. Scheduling with a key that is already
 in use replaces the old timer; a firing of a replaced or cancelled timer is ignored (matched by id),
 and every timer is cancelled when the stage stops.
+
+Time is the host's (``self.interpreter.host.now()``), never the wall clock read here: under the test
+kit's ``ManualClock`` the same logic runs on virtual time, and the host (or the clock driving it)
+decides when a timer fires.
 """
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any, Dict, Optional
 
 from ..errors import IllegalStateError
@@ -73,7 +76,7 @@ class TimerGraphStageLogic(GraphStageLogic):
         if delay < 0:
             raise ValueError(f"{self}: timer delay must be >= 0, got {delay}")
         self.cancel_timer(key)
-        t = _Timer(next(_timer_ids), key, kind, interval, time.monotonic() + delay)
+        t = _Timer(next(_timer_ids), key, kind, interval, self._interpreter.host.now() + delay)
         self._timer_map()[key] = t
         self._arm(t, delay)
 
@@ -91,7 +94,7 @@ class TimerGraphStageLogic(GraphStageLogic):
             del timers[key]
         elif t.kind == "rate":
             t.due += t.interval
-            self._arm(t, max(0.0, t.due - time.monotonic()))
+            self._arm(t, max(0.0, t.due - self._interpreter.host.now()))
         self.on_timer(key)
         if t.kind == "delay" and timers.get(key) is t:
             self._arm(t, t.interval)

@@ -1,5 +1,14 @@
-"""Stream test kit: probes that drive and observe a stream from a test (Pekko's StreamTestKit)."""
+"""Stream test kit: probes that drive and observe a stream from a test (Pekko's StreamTestKit), and a
+manual (virtual) clock for timer tests: ``Materializer.local(clock=ManualClock())``."""
+from .clock import ManualClock
 from .probes import TestPublisherProbe, TestSink, TestSource, TestSubscriberProbe
 from .stages_stopped import assert_all_stages_stopped
 
-__all__ = ["TestSource", "TestSink", "TestPublisherProbe", "TestSubscriberProbe", "assert_all_stages_stopped"]
+__all__ = [
+    "TestSource",
+    "TestSink",
+    "TestPublisherProbe",
+    "TestSubscriberProbe",
+    "ManualClock",
+    "assert_all_stages_stopped",
+]

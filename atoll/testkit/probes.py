@@ -4,6 +4,10 @@ Like Pekko's, the probes are channel endpoints: ``TestSource.probe()`` feeds the
 input boundary (so ``expect_request()`` sees the boundary's batched demand, e.g. 16 then 8), and
 ``TestSink.probe()`` consumes through an output boundary (so nothing flows until ``request(n)``).
 Every ``expect_*`` waits up to ``timeout`` seconds (default 3) and raises ``AssertionError``.
+
+Under a manual clock (``Materializer.local(clock=ManualClock())``) ``expect_no_message(d)`` advances
+the virtual clock by ``d`` - which returns once every effect of the timers due meanwhile was handled -
+and then checks that nothing arrived, instead of sleeping. The other timeouts stay wall-clock waits.
 """
 from __future__ import annotations
 
@@ -51,11 +55,21 @@ class _EventQueue:
         if self.stash:
             return self.stash[0]
         try:
-            ev = self.q.get(timeout=seconds)
+            ev = self.q.get(timeout=seconds) if seconds > 0 else self.q.get_nowait()
         except queue.Empty:
             return None
         self.stash.append(ev)
         return ev
+
+
+def _manual_clock(logic) -> Any:
+    """The driven (virtual) clock the probe's stage runs under, or None (real time, or not running
+    in this process)."""
+    interp = getattr(logic, "interpreter", None) if logic is not None else None
+    clock = getattr(getattr(interp, "host", None), "clock", None)
+    if getattr(clock, "drives_timers", False) and hasattr(clock, "advance"):
+        return clock
+    return None
 
 
 class TestPublisherProbe:
@@ -71,6 +85,7 @@ class TestPublisherProbe:
         self._seq = 0
         self._expected_request_seq = 0
         self.pending = 0  # demand received and not yet used by send_next
+        self._logic = None  # the stage feeding the stream (to find its clock)
 
     def __atoll_detach__(self) -> "TestPublisherProbe":
         """A copy for the driver once the probe's island has ended: it holds the demand and
@@ -187,7 +202,11 @@ class TestPublisherProbe:
         return cause
 
     def expect_no_message(self, seconds: float = 0.1) -> "TestPublisherProbe":
-        ev = self._events.peek_none(seconds)
+        """No demand or cancellation for ``seconds`` (virtual seconds under a manual clock)."""
+        clock = _manual_clock(self._logic)
+        if clock is not None:
+            clock.advance(seconds)
+        ev = self._events.peek_none(0.0 if clock is not None else seconds)
         if ev is not None and ev[0] != "subscribe":
             raise AssertionError(f"TestPublisherProbe: expected no message for {seconds}s, got {ev!r}")
         if ev is not None:
@@ -208,6 +227,7 @@ class TestSubscriberProbe:
         self._subscription = None
         self._request_seq = 0
         self._expected_frame = 0
+        self._logic = None  # the stage feeding the probe (to find its clock)
 
     def __atoll_detach__(self) -> "TestSubscriberProbe":
         """A copy for the driver once the probe's island has ended (see ``atoll.actors.exports``):
@@ -363,10 +383,17 @@ class TestSubscriberProbe:
         return self._next_event("an event")
 
     def expect_no_message(self, seconds: float = 0.1) -> "TestSubscriberProbe":
-        deadline = time.monotonic() + seconds
+        """No element, completion or error for ``seconds`` (virtual seconds under a manual clock:
+        the clock is advanced, and what arrived meanwhile is checked without waiting)."""
+        clock = _manual_clock(self._logic)
+        if clock is not None:
+            clock.advance(seconds)
+            deadline = None
+        else:
+            deadline = time.monotonic() + seconds
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            left = 0.0 if deadline is None else deadline - time.monotonic()
+            if deadline is not None and left <= 0:
                 return self
             ev = self._events.peek_none(left)
             if ev is None:
@@ -430,7 +457,9 @@ class _ProbeSource(SourceStage):
     def create_logic_and_materialized_value(self, attributes):
         probe = TestPublisherProbe(self.timeout)
         size = attributes.get(InputBuffer).max
-        return InputBoundary(probe, size, "TestSource", out=self.out), probe
+        logic = InputBoundary(probe, size, "TestSource", out=self.out)
+        probe._logic = logic
+        return logic, probe
 
 
 class _ProbeSink(SinkStage):
@@ -441,6 +470,7 @@ class _ProbeSink(SinkStage):
     def create_logic_and_materialized_value(self, attributes):
         probe = TestSubscriberProbe(self.timeout)
         logic = OutputBoundary("TestSink", in_=self.in_)
+        probe._logic = logic
         logic.publisher_ref.subscribe(probe)
         return logic, probe
 

@@ -148,7 +148,7 @@ class KitHost:
     def __init__(self):
         self.posted: List[Tuple[Callable, tuple]] = []
         self.timers: List[_Timer] = []
-        self.now = 0.0
+        self.time = 0.0  # virtual seconds, moved by advance()
         self.dirty: List[Any] = []
         self._seq = itertools.count()
         self.interpreter: Optional[GraphInterpreter] = None
@@ -158,7 +158,7 @@ class KitHost:
         self.posted.append((fn, args))
 
     def schedule(self, delay: float, fn: Callable, *args) -> _Timer:
-        t = _Timer(self.now + delay, next(self._seq), fn, args)
+        t = _Timer(self.time + delay, next(self._seq), fn, args)
         heapq.heappush(self.timers, t)
         return t
 
@@ -168,11 +168,11 @@ class KitHost:
     def mark_dirty(self, boundary) -> None:
         self.dirty.append(boundary)
 
-    # -- driving
-    def monotonic(self) -> float:
-        """The virtual clock (patch it in as ``time.monotonic`` of the timer module)."""
-        return self.now
+    def now(self) -> float:
+        """The host's (virtual) time: what timers read."""
+        return self.time
 
+    # -- driving
     @property
     def active_timers(self) -> List[_Timer]:
         return sorted(t for t in self.timers if not t.cancelled)
@@ -191,19 +191,19 @@ class KitHost:
     def advance(self, seconds: float) -> int:
         """Move the virtual clock forward, firing every timer that falls due (in order); returns the
         number of timers fired."""
-        end = self.now + seconds
+        end = self.time + seconds
         fired = 0
         while self.timers and self.timers[0].due <= end:
             t = heapq.heappop(self.timers)
             if t.cancelled:
                 continue
-            self.now = max(self.now, t.due)
+            self.time = max(self.time, t.due)
             t.fn(*t.args)
             fired += 1
             if self.interpreter is not None:
                 self.interpreter.execute(UNLIMITED)
             self.run_posted()
-        self.now = end
+        self.time = end
         return fired
 
 

@@ -1,29 +1,40 @@
 """TimerGraphStageLogic: named timers delivered on the island's thread (Pekko's GraphStageTimersSpec).
 
-The bare-interpreter cases run timers on the kit host's virtual clock (the timer module's
-``time.monotonic`` is patched to it), so "fires after 0.5 s, not before" is checked exactly and
-without waiting. Two cases run in real streams with short delays.
+Timers read time through their host (``host.now()``). The bare-interpreter cases run on the kit
+host's virtual time, so "fires after 0.5 s, not before" is checked exactly and without waiting. The
+running-stream cases run under ``Materializer.local(clock=ManualClock())``: virtual time moves only
+with ``clock.advance`` (or a probe's ``expect_no_message``), so they contain no real waits for timers.
 """
 from __future__ import annotations
 
-import types
-
 import pytest
 
-import atoll.stage.timers as timers_module
-from atoll import TimerGraphStageLogic
+from atoll import Materializer, TimerGraphStageLogic
 from atoll.errors import IllegalStateError
-from atoll.testkit import TestSink, TestSource
+from atoll.testkit import ManualClock, TestSink, TestSource, assert_all_stages_stopped
 
 from interpreter_kit import Kit, OnComplete, OnNext, linear
 from stage_helpers import Boom, LinearStage
 
 
 @pytest.fixture
-def kit(monkeypatch):
-    k = Kit(record_sources=False)
-    monkeypatch.setattr(timers_module, "time", types.SimpleNamespace(monotonic=k.host.monotonic))
-    return k
+def kit():
+    return Kit(record_sources=False)
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def manual_mat(clock):
+    m = Materializer.local(clock=clock)
+    yield m
+    try:
+        assert_all_stages_stopped(m, timeout=5.0)
+    finally:
+        m.shutdown()
 
 
 class TimerTestLogic(TimerGraphStageLogic):
@@ -41,7 +52,7 @@ class TimerTestLogic(TimerGraphStageLogic):
 
     def on_timer(self, key):
         tick = len(self.ticks) + 1
-        self.ticks.append((key, tick, self.kit.host.now))
+        self.ticks.append((key, tick, self.kit.host.now()))
         if key == "resubmit" and tick == 1:
             self.schedule_once("resubmit", 0.5)
         elif key == "repeated" and tick == 5:
@@ -135,7 +146,7 @@ def test_repeated_timer_with_fixed_delay_cancelled_from_on_timer(kit):
 def test_fixed_delay_counts_from_the_handled_firing_and_fixed_rate_from_the_schedule(kit):
     up, logic, down = _setup(kit)
     _do(kit, logic, lambda l: (l.schedule_with_fixed_delay("delay", 1.0, 1.0), l.schedule_at_fixed_rate("rate", 1.0, 1.0)))
-    kit.host.now = 1.5  # the island was busy: both first firings are half a second late
+    kit.host.time = 1.5  # the island was busy: both first firings are half a second late
     kit.host.advance(0)
     assert sorted((k, t) for k, _, t in logic.ticks) == [("delay", 1.5), ("rate", 1.5)]
     logic.ticks.clear()
@@ -283,23 +294,23 @@ def test_scheduled_ticks_on_the_bare_interpreter(kit):
 
 
 # ------------------------------------------------------------------------------ running streams
-class FastTickLogic(TickLogic):
-    interval = 0.02
-    on_first_pull = True  # no tick can be missed before the demand arrives
-
-
-def test_produce_scheduled_ticks_as_expected(mat):
-    src, sink = TestSource.probe().via(LinearStage("ticks", FastTickLogic)).to_mat(TestSink.probe(), lambda a, b: (a, b)).run(mat)
-    sink.request(5)
+def test_produce_scheduled_ticks_as_expected(manual_mat, clock):
+    src, sink = TestSource.probe().via(LinearStage("ticks", TickLogic)).to_mat(TestSink.probe(), lambda a, b: (a, b)).run(manual_mat)
+    sink.request(5)  # handled before virtual time moves: no tick can be missed
+    sink.expect_no_message(0.099)
+    clock.advance(0.001)
     sink.expect_next(1)
+    clock.advance(0.1)
     sink.expect_next(2)
+    clock.advance(0.1)
     sink.expect_next(3)
-    sink.expect_no_message(0.1)
+    sink.expect_no_message(1.0)  # the timer stopped itself after the third tick
+    assert clock.pending_timers == 0
     src.send_complete()
     sink.expect_complete()
 
 
-def test_propagate_error_if_on_timer_throws(mat):
+def test_propagate_error_if_on_timer_throws(manual_mat, clock):
     exc = Boom("Expected exception to the rule")
 
     class Logic(TimerGraphStageLogic):
@@ -316,7 +327,9 @@ def test_propagate_error_if_on_timer_throws(mat):
         def on_timer(self, key):
             raise exc
 
-    src, sink = TestSource.probe().via(LinearStage("boom", Logic)).to_mat(TestSink.probe(), lambda a, b: (a, b)).run(mat)
+    src, sink = TestSource.probe().via(LinearStage("boom", Logic)).to_mat(TestSink.probe(), lambda a, b: (a, b)).run(manual_mat)
     sink.request(1)
+    sink.expect_no_message(0.049)
+    clock.advance(0.001)
     assert sink.expect_error() is exc
     assert src.expect_cancellation() is exc

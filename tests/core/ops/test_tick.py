@@ -2,9 +2,10 @@
 
 Pekko's spec runs with delays of a second and checks the gaps between ticks with
 ``expectNoMessage``. Here the timing cases run the tick stage in the bare interpreter harness of
-``tests/core/interpreter_kit.py`` on a virtual clock, so "a tick is due after exactly one interval,
-and a tick that found downstream not ready is gone" is checked exactly and without waiting. The
-remaining cases run real streams with intervals of a few milliseconds and check only order.
+``tests/core/interpreter_kit.py`` on the kit host's virtual time, so "a tick is due after exactly one
+interval, and a tick that found downstream not ready is gone" is checked exactly and without waiting.
+The running-stream cases run under ``Materializer.local(clock=ManualClock())`` with Pekko's delays of
+a second: virtual time moves only with ``clock.advance`` and the probes' ``expect_no_message``.
 
 Added beyond the Pekko spec: cancelling before the stream started, downstream cancellation stopping
 the timer, a Cancellable used after the stream ended, and the build-time validation.
@@ -15,15 +16,13 @@ Not applicable: "reject multiple subscribers, but keep the first" (Atoll has no
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
-import atoll.stage.timers as timers_module
-from atoll import Cancellable, Keep, Sink, Source
+from atoll import Cancellable, Keep, Materializer, Sink, Source
 from atoll.ops.sources import TickSource
-from atoll.testkit import TestSink
+from atoll.testkit import ManualClock, TestSink, assert_all_stages_stopped
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/core: the interpreter kit
 from interpreter_kit import Kit, OnComplete, OnNext  # noqa: E402
@@ -31,10 +30,23 @@ from interpreter_kit import Kit, OnComplete, OnNext  # noqa: E402
 
 # =========================================================================== on a virtual clock
 @pytest.fixture
-def kit(monkeypatch):
-    k = Kit(record_sources=False)
-    monkeypatch.setattr(timers_module, "time", types.SimpleNamespace(monotonic=k.host.monotonic))
-    return k
+def kit():
+    return Kit(record_sources=False)
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def manual_mat(clock):
+    m = Materializer.local(clock=clock)
+    yield m
+    try:
+        assert_all_stages_stopped(m, timeout=5.0)
+    finally:
+        m.shutdown()
 
 
 def _tick(kit, initial_delay, interval, tick="tick", cancel_first=False):
@@ -89,7 +101,7 @@ def test_ticks_keep_their_interval_after_a_pause_in_demand(kit):
     assert kit.last_events() == set()
     for due in (10.5, 11.5):
         down.request_one()
-        kit.host.advance(due - kit.host.now - 0.001)
+        kit.host.advance(due - kit.host.now() - 0.001)
         assert kit.last_events() == set()
         kit.host.advance(0.001)
         assert kit.last_events() == {OnNext("tick")}
@@ -128,33 +140,44 @@ def test_downstream_cancellation_stops_the_timer(kit):
     assert cancellable.cancel() is True  # harmless after the stream ended
 
 
-# =========================================================================== real streams
-def test_produce_ticks_in_a_stream(mat):
-    probe = Source.tick(0.005, 0.005, "tick").run_with(TestSink.probe(), mat)
+# =========================================================================== running streams
+def test_produce_ticks_in_a_stream(manual_mat, clock):
+    probe = Source.tick(1.0, 1.0, "tick").run_with(TestSink.probe(), manual_mat)
     probe.request(2)
+    probe.expect_no_message(0.999)
+    clock.advance(0.001)
     probe.expect_next("tick")
+    probe.expect_no_message(0.999)
+    clock.advance(0.001)
     probe.expect_next("tick")
     probe.cancel()
-    probe.expect_no_message(0.02)
+    probe.expect_no_message(3.0)  # cancelled: no tick comes any more
+    assert clock.pending_timers == 0
 
 
-def test_be_usable_with_zip_for_a_simple_form_of_rate_limiting(mat):
+def test_be_usable_with_zip_for_a_simple_form_of_rate_limiting(manual_mat, clock):
     probe = (
         Source.range(1, 101)
-        .zip(Source.tick(0.005, 0.005, "tick"))
+        .zip(Source.tick(1.0, 1.0, "tick"))
         .map(lambda pair: pair[0])
-        .run_with(TestSink.probe(), mat)
+        .run_with(TestSink.probe(), manual_mat)
     )
     probe.request(1000)
+    probe.expect_no_message(0.999)  # the range is ready, the tick is not
+    clock.advance(0.001)
     probe.expect_next(1)
+    probe.expect_no_message(0.999)
+    clock.advance(0.001)
     probe.expect_next(2)
     probe.cancel()
 
 
-def test_be_possible_to_cancel(mat):
-    cancellable, probe = Source.tick(0.005, 0.005, "tick").to_mat(TestSink.probe(), Keep.both).run(mat)
+def test_be_possible_to_cancel(manual_mat, clock):
+    cancellable, probe = Source.tick(1.0, 1.0, "tick").to_mat(TestSink.probe(), Keep.both).run(manual_mat)
     probe.request(2)
+    clock.advance(1.0)
     probe.expect_next("tick")
+    clock.advance(1.0)
     probe.expect_next("tick")
     cancellable.cancel()
     assert cancellable.is_cancelled()
@@ -162,18 +185,20 @@ def test_be_possible_to_cancel(mat):
     probe.expect_complete()
 
 
-def test_acknowledge_cancellation_only_once(mat):
-    cancellable, probe = Source.tick(0.005, 0.5, "tick").to_mat(TestSink.probe(), Keep.both).run(mat)
+def test_acknowledge_cancellation_only_once(manual_mat, clock):
+    cancellable, probe = Source.tick(1.0, 0.5, "tick").to_mat(TestSink.probe(), Keep.both).run(manual_mat)
     probe.request(2)
+    clock.advance(1.0)
     probe.expect_next("tick")
     assert cancellable.cancel() is True
     assert cancellable.cancel() is False
     probe.expect_complete()
 
 
-def test_have_is_cancelled_mirror_the_cancellation_state(mat):
-    cancellable, probe = Source.tick(0.005, 0.5, "tick").to_mat(TestSink.probe(), Keep.both).run(mat)
+def test_have_is_cancelled_mirror_the_cancellation_state(manual_mat, clock):
+    cancellable, probe = Source.tick(1.0, 0.5, "tick").to_mat(TestSink.probe(), Keep.both).run(manual_mat)
     probe.request(2)
+    clock.advance(1.0)
     probe.expect_next("tick")
     assert cancellable.is_cancelled() is False
     assert cancellable.cancel() is True
@@ -181,17 +206,18 @@ def test_have_is_cancelled_mirror_the_cancellation_state(mat):
     probe.expect_complete()
 
 
-def test_support_being_cancelled_immediately_after_its_materialization(mat):
-    cancellable, probe = Source.tick(1.0, 0.5, "tick").to_mat(TestSink.probe(), Keep.both).run(mat)
+def test_support_being_cancelled_immediately_after_its_materialization(manual_mat):
+    cancellable, probe = Source.tick(1.0, 0.5, "tick").to_mat(TestSink.probe(), Keep.both).run(manual_mat)
     assert cancellable.cancel() is True
     probe.request(2)
     probe.expect_complete()
 
 
-def test_tick_materializes_a_cancellable_per_materialization(mat):
+def test_tick_materializes_a_cancellable_per_materialization(manual_mat):
+    # virtual time does not move: no tick can come before the cancellation
     src = Source.tick(1.0, 1.0, "tick")
-    c1, f1 = src.to_mat(Sink.seq(), Keep.both).run(mat)
-    c2, f2 = src.to_mat(Sink.seq(), Keep.both).run(mat)
+    c1, f1 = src.to_mat(Sink.seq(), Keep.both).run(manual_mat)
+    c2, f2 = src.to_mat(Sink.seq(), Keep.both).run(manual_mat)
     assert isinstance(c1, Cancellable) and isinstance(c2, Cancellable) and c1 is not c2
     c1.cancel()
     assert f1.result(3) == []
