@@ -52,7 +52,7 @@ class LocalIslandPhase(PhaseIsland):
         self.attributes = attributes
         self.name = island_name(graph.name, attributes, index)
         self.builder = IslandBuilder(self.name)
-        self.host = host if host is not None else ThreadHost(self.name, event_limit=graph.settings.event_limit)
+        self.host = host if host is not None else ThreadHost(self.name, event_limit=graph.settings.event_limit, clock=graph.materializer.clock)
 
     def materialize_atomic(self, module, attributes):
         logic, mat = create_stage(module, attributes)
