@@ -29,6 +29,11 @@ class AbruptStageTerminationError(StreamError):
     """A stage was stopped before it had completed or failed (its island was torn down)."""
 
 
+def abrupt_termination(logic) -> AbruptStageTerminationError:
+    """The error a stage's pending result fails with when the stage is stopped before finishing."""
+    return AbruptStageTerminationError(f"stage {logic} was stopped before it finished (its island was torn down)")
+
+
 class AbruptTerminationError(StreamError):
     """The island hosting a stream stopped while the stream was still running."""
 

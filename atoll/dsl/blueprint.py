@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar
 
 from ..stage.attributes import Attributes
+from ..stage.ports import connect_sugar
 
 B = TypeVar("B", bound="Blueprint")
 
@@ -72,8 +73,6 @@ class Blueprint:
 
     def __rshift__(self, other):
         """``source >> flow >> sink`` inside a GraphDSL build function (adds and connects them)."""
-        from .graph_dsl import connect_sugar
-
         return connect_sugar(self, other)
 
     def map_materialized_value(self: B, fn: Callable[[Any], Any]) -> B:

@@ -18,17 +18,14 @@ Pekko's docs), and make sure something ends the recursion (or use ``Source.recur
 """
 from __future__ import annotations
 
-import contextvars
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional
 
 from ..materializer.composite_builder import CompositeTraversalBuilder
 from ..materializer.linear_builder import LinearTraversalBuilder
-from ..stage.ports import Inlet, Outlet, Port
+from ..stage.ports import Inlet, Outlet, Port, active_graph_builder
 from ..stage.shapes import ClosedShape, FlowShape, Shape, SinkShape, SourceShape
 from .blueprint import builder_of
 from .keep import Keep
-
-_current: contextvars.ContextVar = contextvars.ContextVar("atoll_graph_builder", default=None)
 
 
 class GraphBlueprint:
@@ -159,6 +156,21 @@ class GraphBuilder:
             raise TypeError("GraphDSL: connect takes (out, in_) or (out, flow, in_)")
         return self
 
+    def connect_sugar(self, left, right):
+        """``left >> right`` inside this builder's build function (``stage.ports.connect_sugar`` calls it):
+        returns the outlet to chain on when ``right`` is a flow, else None."""
+        out = self._out_port(left)
+        if isinstance(right, (Inlet, Shape)) and not isinstance(right, FlowShape):
+            self._wire(out, self._in_port(right))
+            return None
+        shape = getattr(right, "shape", None)
+        if isinstance(right, FlowShape) or (shape is not None and len(shape.inlets) == 1 and len(shape.outlets) == 1):
+            flow_shape = right if isinstance(right, FlowShape) else self.add(right)
+            self._wire(out, flow_shape.inlets[0])
+            return flow_shape.outlets[0]
+        self._wire(out, self._in_port(right))
+        return None
+
     def _wire(self, out: Outlet, in_: Inlet) -> None:
         self._check(out)
         self._check(in_)
@@ -203,35 +215,17 @@ class GraphDSL:
                 shapes.append(b._import(g, Keep.both))
             else:
                 shapes.append(b._import(g, lambda acc, m: acc + (m,)))
-        token = _current.set(b)
+        token = active_graph_builder.set(b)  # what ``>>`` on ports, shapes and blueprints connects through
         try:
             shape = build(b, *shapes)
         finally:
-            _current.reset(token)
+            active_graph_builder.reset(token)
         result = b._result(shape)
         if len(graphs) == 1 and combine is not None:
             result = result.map_materialized_value(combine)
         elif len(graphs) > 1 and combine is not None:
             result = result.map_materialized_value(lambda values: combine(*values))
         return result
-
-
-def connect_sugar(left, right):
-    """``left >> right`` inside a GraphDSL build function (called by ``Port.__rshift__``)."""
-    b = _current.get()
-    if b is None:
-        raise TypeError("'>>' between ports works only inside a GraphDSL build function")
-    out = b._out_port(left)
-    if isinstance(right, (Inlet, Shape)) and not isinstance(right, FlowShape):
-        b._wire(out, b._in_port(right))
-        return None
-    shape = getattr(right, "shape", None)
-    if isinstance(right, FlowShape) or (shape is not None and len(shape.inlets) == 1 and len(shape.outlets) == 1):
-        flow_shape = right if isinstance(right, FlowShape) else b.add(right)
-        b._wire(out, flow_shape.inlets[0])
-        return flow_shape.outlets[0]
-    b._wire(out, b._in_port(right))
-    return None
 
 
 __all__ = ["GraphDSL", "GraphBuilder", "GraphBlueprint", "ClosedShape", "SourceShape", "SinkShape", "FlowShape"]

@@ -118,7 +118,7 @@ class BlockLogic(_PromiseSinkLogic):
         return self._result()
 
     def _conform(self, batch: Any, index: int) -> pa.Table:
-        from .spark_schema import conform
+        from .spark_conform import conform
 
         if self.schema is None:
             if isinstance(batch, pa.RecordBatch):
@@ -133,7 +133,7 @@ class BlockLogic(_PromiseSinkLogic):
         rows = self.rows
         if not rows:
             return
-        from .spark_schema import rows_to_table
+        from .spark_conform import rows_to_table
 
         if self.schema is None:
             self.schema = _infer(rows, self.rows_base)

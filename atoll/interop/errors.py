@@ -13,7 +13,7 @@ from atoll.errors import StreamError
 class SchemaMismatchError(StreamError):
     """Data did not match the schema it was declared to have.
 
-    Raised by :mod:`atoll.interop.spark_schema` when a batch (an Arrow table or record batch, a list of rows, a
+    Raised by :mod:`atoll.interop.spark_conform` when a batch (an Arrow table or record batch, a list of rows, a
     pandas DataFrame) meant for a Spark DataFrame of a known schema has a column of another type, a column too
     many or too few, a null where the schema forbids one, or a Python value of the wrong type. Nothing is ever
     coerced to make data fit: the data is refused and this error says where.

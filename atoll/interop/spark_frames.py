@@ -34,7 +34,9 @@ import pyarrow.types as pat
 
 from atoll.errors import IllegalStateError
 from atoll.interop.errors import SchemaMismatchError
-from atoll.interop.spark_schema import SchemaLike, conform, to_arrow_schema, to_spark_schema
+from atoll.interop.spark_conform import conform
+from atoll.interop.spark_session import active_session, on_stop
+from atoll.interop.spark_types import SchemaLike, to_arrow_schema, to_spark_schema
 
 __all__ = ["arrow_refs_to_spark", "release_frame", "retained_frames", "arrow_to_rows", "arrow_to_pandas", "slices"]
 
@@ -76,9 +78,9 @@ def arrow_refs_to_spark(refs: Sequence[Any], schema: SchemaLike, spark=None):
     """A Spark DataFrame with ``schema`` whose partitions are the Arrow tables behind ``refs``.
 
     ``refs`` are ``ray.ObjectRef``\\ s (owned by this process) of ``pyarrow.Table``\\ s -- or of anything
-    :func:`~atoll.interop.spark_schema.conform` accepts: record batches, pandas DataFrames, lists of row dicts.
+    :func:`~atoll.interop.spark_conform.conform` accepts: record batches, pandas DataFrames, lists of row dicts.
     ``schema`` is an Arrow schema, a Spark ``StructType`` or a DDL string. Each table is checked against the
-    schema (strictly, see :mod:`atoll.interop.spark_schema`); a mismatch raises
+    schema (strictly, see :mod:`atoll.interop.spark_conform`); a mismatch raises
     :class:`~atoll.interop.errors.SchemaMismatchError` here, naming the ref's position as the element index.
     No refs give an empty DataFrame with the schema. Blocks until every table has been encoded (not until Spark
     has read them: Spark reads lazily, and the encoded data is kept for it, see :func:`release_frame`).
@@ -90,8 +92,6 @@ def arrow_refs_to_spark(refs: Sequence[Any], schema: SchemaLike, spark=None):
     spark_schema = to_spark_schema(schema)
     arrow_schema = to_arrow_schema(spark_schema)  # exactly the layout Spark's reader expects
     if spark is None:
-        from atoll.interop.spark_session import active_session
-
         spark = active_session()
         if spark is None:
             raise IllegalStateError("arrow_refs_to_spark: no Spark session is running; start one with "
@@ -147,6 +147,9 @@ def retained_frames() -> int:
 def _release_all() -> None:
     with _retained_lock:
         _retained.clear()
+
+
+on_stop(_release_all)  # stopping the Spark session releases every retained frame
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from typing import List, Optional, Tuple
 import pyarrow as pa
 
 from atoll.errors import IllegalStateError
-from atoll.interop.spark_schema import to_arrow_schema
+from atoll.interop.spark_types import to_arrow_schema
 
 __all__ = ["PartitionFetcher", "SparkPartitions"]
 

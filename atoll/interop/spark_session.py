@@ -24,12 +24,12 @@ import shutil
 import subprocess
 import sys
 import threading
-from typing import Dict, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from atoll.interop.errors import SparkSetupError
 
 __all__ = ["JAVA17_OPTIONS", "JAVA_OPTION_KEYS", "MIN_JAVA_VERSION", "check_java", "java_options", "session",
-           "active_session", "stop"]
+           "active_session", "stop", "on_stop"]
 
 log = logging.getLogger(__name__)
 
@@ -196,11 +196,23 @@ def session(app_name: str = "atoll", num_executors: int = 1, executor_cores: int
                                 configs=_merged_configs(configs))
 
 
+#: Called (in order of registration) after the session stops, even if stopping failed; see :func:`on_stop`.
+_stop_hooks: List[Callable[[], None]] = []
+
+
+def on_stop(hook: Callable[[], None]) -> None:
+    """Have ``hook()`` called whenever :func:`stop` ends the session. Modules that keep data for the session
+    register here (:mod:`atoll.interop.spark_frames` releases its retained Arrow data), so this module never
+    imports its users."""
+    if hook not in _stop_hooks:
+        _stop_hooks.append(hook)
+
+
 def stop() -> None:
     """Stop the Spark-on-Ray session (``raydp.stop_spark``); Ray stays up. Does nothing if none is running.
 
     DataFrames built by :func:`atoll.interop.spark_frames.arrow_refs_to_spark` keep their Arrow data alive in
-    Ray until then; stopping the session releases it.
+    Ray until then; stopping the session releases it (through the hooks registered with :func:`on_stop`).
     """
     with _lock:
         import raydp
@@ -208,6 +220,5 @@ def stop() -> None:
         try:
             raydp.stop_spark()
         finally:
-            from atoll.interop import spark_frames
-
-            spark_frames._release_all()
+            for hook in list(_stop_hooks):
+                hook()

@@ -23,7 +23,7 @@ def arrow_schema_of(schema: Any, op: str) -> Optional[pa.Schema]:
     now so that a bad schema fails when the blueprint is built."""
     if schema is None or isinstance(schema, pa.Schema):
         return schema
-    from .spark_schema import to_arrow_schema
+    from .spark_types import to_arrow_schema
 
     if not isinstance(schema, str):
         try:

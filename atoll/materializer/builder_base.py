@@ -8,8 +8,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Optional
 
-from ..dsl.keep import Keep
 from ..stage.attributes import Attributes
+from .keep import Keep
 from .traversal import (
     Compose,
     EnterIsland,

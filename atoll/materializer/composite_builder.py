@@ -5,15 +5,18 @@ position (and so every relative offset) stable while they are still incomplete. 
 by deep-copied shapes whose ``mapped_to`` leads back to the sub-builder's own ports. Once no output is
 left unwired, the steps are stitched into one traversal and the builder becomes a
 ``CompletedTraversalBuilder``, dropping its maps.
+
+``CompletedTraversalBuilder`` (any fully wired part: a finished traversal plus the offsets of its open
+inlets, and nothing else) lives here too, since adding to it starts a composite; the atomic and linear
+builders import both from this module, never the other way round.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from ..dsl.keep import Keep
 from ..stage.attributes import Attributes
-from .atomic_builder import CompletedTraversalBuilder
-from .builder_base import TraversalBuilder
+from .builder_base import TraversalBuilder, apply_island_and_attributes
+from .keep import Keep
 from .traversal import (
     GRAPH_STAGE_TAG,
     Compose,
@@ -199,3 +202,70 @@ class CompositeTraversalBuilder(TraversalBuilder):
 
     def unwired_out_ports(self) -> List[Any]:
         return list(self.out_owners)
+
+
+class CompletedTraversalBuilder(TraversalBuilder):
+    """All outputs wired: holds the traversal and where its open inlets sit."""
+
+    __slots__ = ("traversal_so_far", "in_slots", "in_to_offset", "attributes", "island_tag")
+
+    unwired_outs = 0
+
+    def __init__(
+        self,
+        traversal_so_far: Traversal,
+        in_slots: int,
+        in_to_offset: Dict[Any, int],
+        attributes: Attributes,
+        island_tag: Optional[IslandTag] = None,
+    ):
+        self.traversal_so_far = traversal_so_far
+        self.in_slots = in_slots
+        self.in_to_offset = in_to_offset
+        self.attributes = attributes
+        self.island_tag = island_tag
+
+    @property
+    def traversal(self) -> Traversal:
+        return apply_island_and_attributes(self.traversal_so_far, self.attributes, self.island_tag)
+
+    def offset_of(self, in_) -> int:
+        try:
+            return self.in_to_offset[in_]
+        except KeyError:
+            raise ValueError(f"{in_} is not an open inlet of this graph") from None
+
+    def is_unwired(self, port) -> bool:
+        return port in self.in_to_offset
+
+    def _copy(self, **kw) -> "CompletedTraversalBuilder":
+        args = dict(
+            traversal_so_far=self.traversal_so_far,
+            in_slots=self.in_slots,
+            in_to_offset=self.in_to_offset,
+            attributes=self.attributes,
+            island_tag=self.island_tag,
+        )
+        args.update(kw)
+        return CompletedTraversalBuilder(**args)
+
+    def set_attributes(self, attributes: Attributes) -> "CompletedTraversalBuilder":
+        b = self._copy(attributes=attributes)
+        return b.make_island(GRAPH_STAGE_TAG) if attributes.is_async else b
+
+    def make_island(self, tag: IslandTag) -> "CompletedTraversalBuilder":
+        return self if self.island_tag is not None else self._copy(island_tag=tag)
+
+    def transform_mat(self, fn: Callable[[Any], Any]) -> "CompletedTraversalBuilder":
+        return self._copy(traversal_so_far=self.traversal_so_far.concat(Transform(fn)))
+
+    def add(self, sub: TraversalBuilder, shape, combine: Callable[[Any, Any], Any]) -> TraversalBuilder:
+        """A composite holding this part (first, its value at the bottom of the stack) and ``sub``."""
+        key = BuilderKey()
+        first = CompositeTraversalBuilder(
+            steps=(key,), in_slots=self.in_slots, in_offsets=dict(self.in_to_offset), pending_builders={key: self}
+        )
+        return first.add(sub, shape, combine)
+
+    def wire(self, out, in_) -> TraversalBuilder:
+        raise TypeError(f"cannot wire {out} to {in_}: every output of this graph is already wired")

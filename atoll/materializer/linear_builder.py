@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ..dsl.keep import Keep
 from ..stage.attributes import Attributes
-from .atomic_builder import CompletedTraversalBuilder
+from ..stage.graph_stage import install_builder_factory
+from .atomic_builder import atomic
 from .builder_base import TraversalBuilder, add_mat_compose, apply_island_and_attributes
+from .composite_builder import CompletedTraversalBuilder
+from .keep import Keep
 from .traversal import (
     GRAPH_STAGE_TAG,
     Compose,
@@ -242,3 +244,17 @@ class LinearTraversalBuilder(TraversalBuilder):
 
     def transform_mat(self, fn: Callable[[Any], Any]) -> "LinearTraversalBuilder":
         return self._copy(traversal_so_far=self.traversal_so_far.concat(Transform(fn)))
+
+
+def stage_builder(stage) -> TraversalBuilder:
+    """A fresh builder for one ``GraphStage`` alone (Pekko's ``GraphStage.traversalBuilder``): linear when
+    it has at most one port of each kind, atomic otherwise. ``GraphStage.traversal_builder`` calls it."""
+    shape = stage.shape
+    shape.assign_ids()
+    attrs = stage.initial_attributes
+    if len(shape.inlets) <= 1 and len(shape.outlets) <= 1:
+        return LinearTraversalBuilder.from_module(stage, attrs)
+    return atomic(stage, attrs)
+
+
+install_builder_factory(stage_builder)

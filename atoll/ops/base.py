@@ -1,9 +1,13 @@
-"""Helpers shared by the built-in operators: linear stage shapes, promises, supervision lookup."""
+"""Helpers shared by the built-in operators: linear stage shapes, promises, supervision lookup,
+argument checks.
+
+The promise helpers are defined in the leaf module :mod:`atoll._futures` and re-exported here, where
+the operators have always found them."""
 from __future__ import annotations
 
-from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
+from .._futures import complete_promise, fail_promise, new_promise  # noqa: F401 - re-exported for the operators
 from ..stage.attributes import Attributes, SupervisionStrategy
 from ..stage.graph_stage import GraphStage
 from ..stage.handlers import InHandler, OutHandler
@@ -60,29 +64,6 @@ def decider_of(attributes: Attributes):
     return s.decider if s is not None else Supervision.stopping_decider
 
 
-def new_promise() -> Future:
-    """A ``concurrent.futures.Future`` already marked running (so callers cannot cancel it)."""
-    f: Future = Future()
-    f.set_running_or_notify_cancel()
-    return f
-
-
-def complete_promise(promise: Future, value: Any) -> None:
-    if not promise.done():
-        try:
-            promise.set_result(value)
-        except InvalidStateError:
-            pass
-
-
-def fail_promise(promise: Future, exc: BaseException) -> None:
-    if not promise.done():
-        try:
-            promise.set_exception(exc)
-        except InvalidStateError:
-            pass
-
-
 def require_callable(op: str, arg: str, value: Any) -> None:
     if not callable(value):
         raise TypeError(f"{op}: argument {arg!r} must be callable, got {value!r}")
@@ -93,3 +74,8 @@ def require_int(op: str, arg: str, value: Any, minimum: int) -> None:
         raise TypeError(f"{op}: argument {arg!r} must be an int, got {value!r}")
     if value < minimum:
         raise ValueError(f"{op}: argument {arg!r} must be >= {minimum}, got {value}")
+
+
+def require_bool(op: str, arg: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{op}: argument {arg!r} must be a bool, got {value!r}")

@@ -28,8 +28,7 @@ from ..stage.logic import GraphStageLogic
 from ..stage.ports import Inlet, Outlet
 from ..stage.shapes import FanInShapeN, MergePreferredShape, UniformFanInShape
 from ..stage.supervision import Supervision, decide
-from .base import decider_of, require_callable, require_int
-from .fan_out import require_bool as _require_bool
+from .base import decider_of, require_bool as _require_bool, require_callable, require_int
 
 _NONE = object()  # "no value yet" (elements are never None, but a private marker reads clearer)
 

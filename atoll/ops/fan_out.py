@@ -20,12 +20,7 @@ from ..stage.logic import GraphStageLogic
 from ..stage.ports import Inlet, Outlet
 from ..stage.shapes import FanOutShapeN, UniformFanOutShape
 from ..stage.supervision import Supervision, decide
-from .base import decider_of, require_callable, require_int
-
-
-def require_bool(op: str, arg: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{op}: argument {arg!r} must be a bool, got {value!r}")
+from .base import decider_of, require_bool, require_callable, require_int
 
 
 class _FanOutStage(GraphStage):

@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from ..errors import NoSuchElementError
-from ..islands.interpreter import abrupt_termination
+from ..errors import NoSuchElementError, abrupt_termination
 from ..markers import Done, NotUsed
 from ..stage.handlers import InHandler
 from ..stage.logic import GraphStageLogic

@@ -1,8 +1,7 @@
 """watch_termination: a pass-through that materializes a future of the stream's termination."""
 from __future__ import annotations
 
-from ..errors import NonFailureCancellation
-from ..islands.interpreter import abrupt_termination
+from ..errors import NonFailureCancellation, abrupt_termination
 from ..markers import Done
 from .base import FlowLogic, FlowStage, complete_promise, fail_promise, new_promise
 

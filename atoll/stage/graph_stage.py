@@ -4,15 +4,28 @@ A stage declares its ``shape`` and creates a fresh ``GraphStageLogic`` (and opti
 value) for every materialization. Stages are immutable blueprints: never keep per-run state on them.
 Use ``Source.from_graph``/``Flow.from_graph``/``Sink.from_graph`` (or ``via``/``to``) to put one in a
 stream.
+
+Turning a stage into a traversal builder is the materializer's business, a layer up: its builders
+install the function that does it (``install_builder_factory``) when they are imported, which
+``import atoll`` always does, so this package never imports the materializer.
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from ..markers import NotUsed
 from .attributes import Attributes
 from .logic import GraphStageLogic
 from .shapes import Shape
+
+#: ``stage -> a fresh traversal builder for it``; installed by ``atoll.materializer.linear_builder``.
+_builder_factory: Optional[Callable[["GraphStage"], Any]] = None
+
+
+def install_builder_factory(factory: Callable[["GraphStage"], Any]) -> None:
+    """Set how ``GraphStage.traversal_builder`` builds (called once by the materializer's builders)."""
+    global _builder_factory
+    _builder_factory = factory
 
 
 class GraphStage:
@@ -32,15 +45,10 @@ class GraphStage:
     @property
     def traversal_builder(self):
         """A fresh builder for this stage alone (linear when it has at most one port of each kind)."""
-        from ..materializer.atomic_builder import atomic
-        from ..materializer.linear_builder import LinearTraversalBuilder
-
-        shape = self.shape
-        shape.assign_ids()
-        attrs = self.initial_attributes
-        if len(shape.inlets) <= 1 and len(shape.outlets) <= 1:
-            return LinearTraversalBuilder.from_module(self, attrs)
-        return atomic(self, attrs)
+        factory = _builder_factory
+        if factory is None:
+            raise RuntimeError("no traversal builders are installed: import atoll (or atoll.materializer.linear_builder)")
+        return factory(self)
 
     @property
     def name(self) -> str:

@@ -3,8 +3,26 @@
 A port's ``id`` is its index among its shape's inlets (or outlets); a stage logic finds the
 connection of a port by that index. ``mapped_to`` links a deep copy back to the port it copies,
 which the composite traversal builder uses to tell repeated imports of one blueprint apart.
+
+``out >> in_`` connects ports inside a GraphDSL build function. The builder lives a layer up (in
+``atoll.dsl.graph_dsl``), so it is reached through ``active_graph_builder``, a context variable that
+the GraphDSL sets while a build function runs; this package never imports the DSL.
 """
 from __future__ import annotations
+
+import contextvars
+
+#: The GraphDSL builder whose build function is running in this context (None outside one). Set by
+#: ``GraphDSL.create``; read by ``>>`` on ports, shapes and blueprints.
+active_graph_builder: contextvars.ContextVar = contextvars.ContextVar("atoll_graph_builder", default=None)
+
+
+def connect_sugar(left, right):
+    """``left >> right`` inside a GraphDSL build function: connects through the active builder."""
+    b = active_graph_builder.get()
+    if b is None:
+        raise TypeError("'>>' between ports works only inside a GraphDSL build function")
+    return b.connect_sugar(left, right)
 
 
 class Port:
@@ -26,8 +44,6 @@ class Port:
 
     def __rshift__(self, other):
         """``out >> in_`` / ``out >> flow >> in_``: connect inside a GraphDSL build function."""
-        from ..dsl.graph_dsl import connect_sugar
-
         return connect_sugar(self, other)
 
     def origin(self) -> "Port":

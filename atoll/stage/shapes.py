@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .ports import Inlet, Outlet
+from .ports import Inlet, Outlet, connect_sugar
 
 
 class Shape:
@@ -38,8 +38,6 @@ class Shape:
 
     def __rshift__(self, other):
         """``shape >> ...`` inside a GraphDSL build function: connects the shape's single outlet."""
-        from ..dsl.graph_dsl import connect_sugar
-
         return connect_sugar(self, other)
 
     def has_same_ports_as(self, other: "Shape") -> bool:

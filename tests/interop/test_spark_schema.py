@@ -17,8 +17,9 @@ from pyspark.sql import types as T
 
 from atoll.errors import StreamError
 from atoll.interop.errors import SchemaMismatchError
-from atoll.interop.spark_schema import (check_table, conform, pandas_to_table, parse_ddl, rows_to_table,
-                                        to_arrow_schema, to_spark_schema, with_timezone)
+from atoll.interop.spark_conform import check_table, conform, pandas_to_table, rows_to_table
+from atoll.interop.spark_ddl import parse_ddl
+from atoll.interop.spark_types import to_arrow_schema, to_spark_schema, with_timezone
 
 ALL_TYPES_DDL = ("i int, l bigint not null, d double, f float, s string, b boolean, bin binary, "
                  "dec decimal(20,4), dt date, ts timestamp, ntz timestamp_ntz, "
