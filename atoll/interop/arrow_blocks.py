@@ -11,6 +11,7 @@ asked for (:func:`finish_on_driver`) and then releases the hold.
 """
 from __future__ import annotations
 
+
 import logging
 import threading
 from concurrent.futures import Future
@@ -18,6 +19,7 @@ from typing import Any, Callable, List, Optional
 
 import pyarrow as pa
 
+from ..stage.handlers import InHandler
 from ..ops.base import SinkStage, complete_promise, fail_promise, new_promise
 from ..ops.sinks import _PromiseSinkLogic
 from .errors import SchemaMismatchError
@@ -85,17 +87,42 @@ class BlockLogic(_PromiseSinkLogic):
         self.count = 0  # elements seen
         self.refs: List[Any] = []
 
+    chunk_size = 1
+
+    def pre_start(self):
+        self._in_conns[0].demand = self.chunk_size
+        self.pull(self.in_)
+
     def on_push(self):
         try:
-            self.fused_accept(self.grab(self.in_))
+            self.accept(self.grab(self.in_))
         except Exception as e:  # noqa: BLE001 - the stream fails with it
             fail_promise(self.promise, e)
             self.fail_stage(e)
             return
         self.pull(self.in_)
 
-    # the fusible-sink protocol (atoll.islands.fusion): a fused run calls these directly
-    def fused_accept(self, elem: Any) -> None:
+    # chunk form: a chunk of up to ``chunk_size`` elements per pull, checked and gathered in order
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunk_size = chunk_size
+        self.set_handler(self.in_, InHandler(on_push=self._on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+                                             on_upstream_failure=self.on_upstream_failure))
+
+    def _on_push_chunk(self):
+        try:
+            for elem in self.grab(self.in_):
+                self.accept(elem)
+        except Exception as e:  # noqa: BLE001 - the stream fails with it, after the elements before it
+            fail_promise(self.promise, e)
+            self.fail_stage(e)
+            return
+        self._in_conns[0].demand = self.chunk_size
+        self.pull(self.in_)
+
+    def accept(self, elem: Any) -> None:
         """Check and gather one element (raises ``SchemaMismatchError`` when it does not fit)."""
         index = self.count
         self.count += 1
@@ -112,8 +139,8 @@ class BlockLogic(_PromiseSinkLogic):
             raise SchemaMismatchError(None, "a row dict, a pyspark Row, a pyarrow Table/RecordBatch or a "
                                       "pandas DataFrame", type(elem).__name__, index)
 
-    def fused_result(self) -> Any:
-        """Flush what is gathered and return the sink's value (raises like ``fused_accept``)."""
+    def final_value(self) -> Any:
+        """Flush what is gathered and return the sink's value (raises like ``accept``)."""
         self._flush_rows()
         return self._result()
 
@@ -152,7 +179,7 @@ class BlockLogic(_PromiseSinkLogic):
 
     def on_upstream_finish(self):
         try:
-            value = self.fused_result()
+            value = self.final_value()
         except Exception as e:  # noqa: BLE001
             fail_promise(self.promise, e)
             self.fail_stage(e)

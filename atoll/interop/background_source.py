@@ -48,9 +48,7 @@ class BackgroundSource(SourceStage):
 
 
 class _BackgroundLogic(GraphStageLogic, OutHandler):
-    #: fusion may treat this stage as a producer of element lists feeding a fused run (as it treats an
-    #: input boundary); it then sets ``chunked`` and each push hands over a whole list of elements
-    chunk_source = True
+    #: chunk form (set by the island's chunk negotiation): each pull takes a list of at most its demand
     chunked = False
 
     def __init__(self, stage: BackgroundSource):
@@ -129,41 +127,50 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         self.credits.release()
         return self.chunks.popleft()
 
-    def _take_chunk(self):
-        """Every element at hand as one non-empty list, or ``_DONE`` when none is."""
+    def _take_chunk(self, limit: int):
+        """Up to ``limit`` elements at hand as one non-empty list, or ``_DONE`` when none is."""
+        out: list = []
         if self.stage.chunked:
-            if self.pos < len(self.cur):
-                out = self.cur[self.pos:] if self.pos else self.cur
-                self.cur, self.pos = [], 0
-                return out if type(out) is list else list(out)
-            while self.chunks:
-                c = self.chunks.popleft()
+            while len(out) < limit:
+                if self.pos < len(self.cur):
+                    take = self.cur[self.pos:self.pos + limit - len(out)]
+                    out.extend(take)
+                    self.pos += len(take)
+                    continue
+                if not self.chunks:
+                    break
+                self.cur = self.chunks.popleft()
+                self.pos = 0
                 self.credits.release()
-                if len(c):
-                    return c if type(c) is list else list(c)
-            return _DONE
-        if not self.chunks:
-            return _DONE
-        out = list(self.chunks)
-        self.chunks.clear()
-        for _ in out:
-            self.credits.release()
-        return out
+        else:
+            chunks = self.chunks
+            while chunks and len(out) < limit:
+                out.append(chunks.popleft())
+                self.credits.release()
+        return out or _DONE
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
 
     def _on_pull_chunked(self) -> None:
-        chunk = self._take_chunk()
+        chunk = self._take_chunk(self._out_conns[0].demand)
         if chunk is _DONE:
             if self.finished:
                 self._end()
             return
-        for elem in chunk:
+        for i, elem in enumerate(chunk):
             if elem is None:
+                if i:
+                    self.push(self.out, chunk[:i])
                 self.fail_stage(PortStateError(
                     f"{self.stage.name}: the iterator yielded None; elements must not be None "
                     "(Reactive Streams rule 2.13)"))
                 return
         self.push(self.out, chunk)
-        if self.finished and not self.chunks:
+        if self.finished and not self.chunks and self.pos >= len(self.cur):
             self._end()
 
     def on_pull(self) -> None:

@@ -103,7 +103,6 @@ class ParquetSink(SinkStage):
 
 
 class _ParquetLogic(BlockLogic):
-    fusible = False  # its post_stop closes the file, which a fused run would not call
 
     def __init__(self, stage: ParquetSink, promise):
         super().__init__(stage, promise)

@@ -19,7 +19,8 @@ sequence numbers; a gap or duplicate fails the channel with ``ProtocolError``.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Optional, Union
 
 from ..errors import (
     AbruptStageTerminationError,
@@ -33,6 +34,39 @@ from ..stage.shapes import SinkShape, SourceShape
 
 #: Reactive Streams rule 3.17: demand saturates at 2^63-1 ("effectively unbounded").
 MAX_DEMAND = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCompleted:
+    """Terminal signal an output boundary owes its subscriber: ``on_complete``."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFailed:
+    """Terminal signal an output boundary owes its subscriber: ``on_error(cause)``."""
+
+    cause: BaseException
+
+
+TerminalSignal = Union[StreamCompleted, StreamFailed]
+
+
+class FrameSignals:
+    """Last item of a frame that carries control signals: ``(position, signal)`` pairs, the position
+    being the number of the frame's elements that precede the signal. Frames without signals carry
+    no such item, so the element path pays one type check per frame; signals never count as demand."""
+
+    __slots__ = ("signals",)
+
+    def __init__(self, signals: list):
+        self.signals = signals
+
+    def __reduce__(self):
+        return (FrameSignals, (self.signals,))
+
+    def __repr__(self):
+        return f"FrameSignals({self.signals!r})"
+_COMPLETED = StreamCompleted()
 
 
 class CallbackPublisherRef:
@@ -83,7 +117,7 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.frame: list = []
         self.frame_seq = 0
         self.request_seq = 0
-        self.terminal: Optional[tuple] = None  # ("complete",) / ("error", exc) not signalled yet
+        self.terminal: Optional[TerminalSignal] = None  # not signalled yet
         self.signalled_terminal = False
         self.set_handler(self.in_, self)
         self.publisher_ref = CallbackPublisherRef(self)
@@ -114,7 +148,12 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.demand = min(self.demand + n, MAX_DEMAND)
         in_ = self.in_
         if not self.has_been_pulled(in_) and not self.is_closed(in_):
-            self.pull(in_)
+            self._pull_upstream()
+
+    def _pull_upstream(self) -> None:
+        if self.chunked:
+            self._in_conns[0].demand = min(self.demand, self.max_frame)
+        self.pull(self.in_)
 
     def _on_cancel(self, cause) -> None:
         self.frame = []
@@ -130,8 +169,25 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.fail_stage(exc)
 
     # ------------------------------------------------------------------ upstream side
-    #: set by fusion: upstream pushes lists of elements (never more than ``demand`` in all)
+    #: chunk form: upstream pushes lists of elements, each pull asking for the channel's demand
     chunked = False
+    frame_signals: Optional[list] = None  # (position in frame, signal) for the frame being collected
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+
+    def on_signal(self, signal) -> None:
+        """Signals travel in the frame, after the elements pushed before them; they need no demand."""
+        sigs = self.frame_signals
+        if sigs is None:
+            sigs = self.frame_signals = []
+        was_idle = not self.frame and len(sigs) == 0
+        sigs.append((len(self.frame), signal))
+        if was_idle and self.subscriber is not None:
+            self._interpreter.host.mark_dirty(self)
 
     def on_push(self) -> None:
         frame = self.frame
@@ -148,13 +204,15 @@ class OutputBoundary(GraphStageLogic, InHandler):
         elif was_empty:
             self._interpreter.host.mark_dirty(self)
         if self.demand > 0:
-            self.pull(self.in_)
+            self._pull_upstream()
 
     def flush(self) -> None:
         """Send the collected frame (called by the host at the end of an interpreter turn). Over a
         windowed transport, while ``window`` frames are unconfirmed the frame keeps growing instead
         (up to the demand); the subscriber confirms frames with its requests or with ``ack``."""
-        while self.frame and not self.signalled_terminal and (not self.windowed or self.frame_seq - self.acked < self.window):
+        while (self.frame or self.frame_signals) and not self.signalled_terminal and (
+            not self.windowed or self.frame_seq - self.acked < self.window
+        ):
             frame = self.frame
             if len(frame) > self.max_frame:
                 self.frame = frame[self.max_frame :]
@@ -164,25 +222,36 @@ class OutputBoundary(GraphStageLogic, InHandler):
             seq = self.frame_seq
             self.frame_seq = seq + 1
             self.sent += len(frame)
+            if self.frame_signals:
+                frame = self._attach_signals(frame)
             self.subscriber.on_next(seq, frame)
+
+    def _attach_signals(self, frame: list) -> list:
+        """Move the signals that belong to ``frame`` (those after at most its elements) into its tail."""
+        n = len(frame)
+        sigs = self.frame_signals
+        mine = [(p, sig) for p, sig in sigs if p <= n]
+        rest = [(p - n, sig) for p, sig in sigs if p > n]
+        self.frame_signals = rest or None
+        return frame + [FrameSignals(mine)] if mine else frame
 
     def _on_ack(self, frames: int) -> None:
         if frames > self.acked:
             self.acked = frames
-        if self.frame:
+        if self.frame or self.frame_signals:
             self.flush()
-        if self.terminal is not None and not self.frame and self.subscriber is not None:
+        if self.terminal is not None and not self.frame and not self.frame_signals and self.subscriber is not None:
             self._signal_terminal()
 
     def on_upstream_finish(self) -> None:
-        self.terminal = ("complete",)
+        self.terminal = _COMPLETED
         if self.subscriber is not None:
             self._signal_terminal()
         else:
             self.set_keep_going(True)  # stay until the subscriber comes to hear it
 
     def on_upstream_failure(self, exc: BaseException) -> None:
-        self.terminal = ("error", exc)
+        self.terminal = StreamFailed(exc)
         if self.subscriber is not None:
             self._signal_terminal()
         else:
@@ -192,19 +261,20 @@ class OutputBoundary(GraphStageLogic, InHandler):
         if self.signalled_terminal:
             return
         self.flush()
-        if self.frame and self.terminal[0] == "complete":
+        terminal = self.terminal
+        if (self.frame or self.frame_signals) and isinstance(terminal, StreamCompleted):
             self.set_keep_going(True)  # the last frame waits for the window; _on_ack finishes the job
             return
         self.signalled_terminal = True
         self.set_keep_going(False)
-        if self.terminal[0] == "complete":
+        if isinstance(terminal, StreamCompleted):
             self.subscriber.on_complete()
         else:
-            self.subscriber.on_error(self.terminal[1])
+            self.subscriber.on_error(terminal.cause)
 
     def on_island_abort(self, cause: BaseException) -> None:
         """The island is being torn down with ``cause``: the subscriber fails with it."""
-        self.terminal = ("error", cause)
+        self.terminal = StreamFailed(cause)
         if self.subscriber is not None:
             self.frame = []
             self._signal_terminal()
@@ -276,6 +346,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self._fail_channel(ProtocolError(f"{self}: frame #{seq} arrived, expected #{self.frame_seq}"))
             return
         self.frame_seq = seq + 1
+        if frame and type(frame[-1]) is FrameSignals:
+            frame = self._take_signals(frame)
         n = len(frame)
         if n > self.outstanding:
             self._fail_channel(SpecViolationError(f"{self}: input buffer overrun: {n} elements for {self.outstanding} requested"))
@@ -293,6 +365,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self._push_chunk()
             else:
                 self._push_one()
+        if self.signals:
+            self._emit_due_signals()
 
     def _on_complete(self, _=None) -> None:
         if self.upstream_done:
@@ -300,7 +374,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.upstream_done = True
         self.upstream_completed = True
         if not self.buffer:
-            self.complete(self.out)
+            if self.signals:
+                self._emit_due_signals()
+            else:
+                self.complete(self.out)
 
     def _on_error(self, exc) -> None:
         if self.upstream_done:
@@ -315,15 +392,49 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.fail_stage(exc)
 
     # ------------------------------------------------------------------ downstream side
-    #: set by fusion: downstream takes lists of elements (everything buffered at once). A handed-out
-    #: chunk counts as consumed at once, so while a fused run works through it the buffer refills: the
-    #: island then holds up to two buffers' worth of elements (still bounded by ``input_buffer``).
+    #: chunk form: downstream takes lists of elements, as many as buffered and its pull accepts (and
+    #: never past a signal that is due in between). A handed-out chunk counts as consumed at once, so
+    #: while downstream works through it the buffer refills: the island then holds up to two buffers'
+    #: worth of elements (still bounded by ``input_buffer``).
     chunked = False
+    signals: Optional[deque] = None  # (element position in the channel, signal), oldest first
+    delivered = 0  # elements pushed downstream so far
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+
+    def _take_signals(self, frame: list) -> list:
+        """Split a frame's signal tail off; the signals are queued at their element positions."""
+        tail = frame[-1]
+        frame = frame[:-1]
+        base = self.received  # the elements received before this frame
+        if self.signals is None:
+            self.signals = deque()
+        self.signals.extend((base + p, sig) for p, sig in tail.signals)
+        return frame
+
+    def _emit_due_signals(self) -> None:
+        """Emit every signal whose elements before it have all been pushed downstream."""
+        sigs = self.signals
+        while sigs and sigs[0][0] <= self.delivered:
+            self.emit_signal(self.out, sigs.popleft()[1])
+        if self.upstream_completed and not self.buffer and not sigs and not self.is_closed(self.out):
+            self.complete(self.out)
 
     def _push_chunk(self) -> None:
         buf = self.buffer
-        chunk = list(buf)
-        buf.clear()
+        n = min(len(buf), self._out_conns[0].demand)
+        if self.signals:  # stop at the next signal (due ones went out already, so it is ahead)
+            n = max(1, min(n, self.signals[0][0] - self.delivered))
+        if n >= len(buf):
+            chunk = list(buf)
+            buf.clear()
+        else:
+            chunk = [buf.popleft() for _ in range(n)]
+        self.delivered += len(chunk)
         self.push(self.out, chunk)
         if not self.upstream_completed:
             self.consumed += len(chunk)
@@ -333,6 +444,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self._request(n)
 
     def _push_one(self) -> None:
+        self.delivered += 1
         self.push(self.out, self.buffer.popleft())
         if not self.upstream_completed:
             self.consumed += 1
@@ -346,9 +458,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self._push_chunk()
             else:
                 self._push_one()
-            if self.upstream_completed and not self.buffer:
-                self.complete(self.out)
-        elif self.upstream_completed:
+        if self.signals:
+            self._emit_due_signals()  # and completes once everything is out
+        elif self.upstream_completed and not self.buffer:
             self.complete(self.out)
 
     def _cancel_upstream(self, cause: BaseException) -> None:

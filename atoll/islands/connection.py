@@ -14,6 +14,8 @@ OUT_READY = 8
 IN_CLOSED = 16
 OUT_CLOSED = 32
 IN_FAILED = 64
+SIGNAL = 128  # control signals wait on the connection (``signals``); diverts the dispatch to the slow path
+HELD = 256  # a fan-in holds this inlet until a blocking signal is aligned: nothing is delivered meanwhile
 
 PULL_START_FLIP = IN_READY ^ PULLING  # 3
 PULL_END_FLIP = PULLING ^ OUT_READY  # 10
@@ -63,10 +65,21 @@ class Cancelled:
 class Connection:
     """One in-island edge: owners, handlers, port state and the element slot."""
 
-    __slots__ = ("id", "in_owner", "out_owner", "in_handler", "out_handler", "state", "slot", "inlet", "outlet")
+    __slots__ = (
+        "id", "in_owner", "out_owner", "in_handler", "out_handler", "state", "slot", "inlet", "outlet",
+        "demand", "chunked", "signals", "signals_before",
+    )
 
     def __init__(self, id: int):
         self.id = id
+        #: chunk connections (``chunked``): the slot holds a list of elements, and ``demand`` is the most
+        #: elements the pending pull accepts (set by ``pull_chunk``); element connections keep 1
+        self.demand = 1
+        self.chunked = False
+        #: control signals travelling on this connection (see ``atoll.stage.signals``), oldest first;
+        #: the first ``signals_before`` of them precede the element in flight
+        self.signals = None
+        self.signals_before = 0
         self.in_owner = None
         self.out_owner = None
         self.in_handler = None
@@ -94,6 +107,8 @@ def describe_state(state: int) -> str:
         (IN_CLOSED, "InClosed"),
         (OUT_CLOSED, "OutClosed"),
         (IN_FAILED, "InFailed"),
+        (SIGNAL, "Signal"),
+        (HELD, "Held"),
     ):
         if state & bit:
             names.append(name)

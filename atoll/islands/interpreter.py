@@ -17,6 +17,7 @@ from ..markers import Done
 from ..stage.attributes import LogLevels
 from .connection import (
     EMPTY,
+    HELD,
     IN_CLOSED,
     IN_FAILED,
     KEEP_GOING_FLAG,
@@ -26,6 +27,7 @@ from .connection import (
     PULLING,
     PUSH_END_FLIP,
     PUSHING,
+    SIGNAL,
     Cancelled,
     Connection,
     Failed,
@@ -101,14 +103,14 @@ class GraphInterpreter:
             conn = pop()
             remaining -= 1
             st = conn.state
-            if st & (PUSHING | IN_CLOSED | OUT_CLOSED) == PUSHING:
+            if st & (PUSHING | IN_CLOSED | OUT_CLOSED | SIGNAL | HELD) == PUSHING:
                 logic = self.active = conn.in_owner
                 conn.state = st ^ PUSH_END_FLIP
                 try:
                     conn.in_handler.on_push()
                 except Exception as e:  # noqa: BLE001
                     self._report_error(logic, e)
-            elif st & (PULLING | OUT_CLOSED | IN_CLOSED) == PULLING:
+            elif st & (PULLING | OUT_CLOSED | IN_CLOSED | SIGNAL) == PULLING:
                 logic = self.active = conn.out_owner
                 conn.state = st ^ PULL_END_FLIP
                 try:
@@ -116,13 +118,101 @@ class GraphInterpreter:
                 except Exception as e:  # noqa: BLE001
                     self._report_error(logic, e)
             else:
-                logic = self._process_close(conn, st)
+                logic = self._process_slow(conn, st)
                 if logic is None:
                     continue
             if logic._counter == 0 and not logic._finalized:
                 self._finalize(logic)
         self.active = None
         return remaining
+
+    # ------------------------------------------------------------------ the slow path: signals, holds, closes
+    def _process_slow(self, conn: Connection, st: int):
+        """Dispatch an event of ``conn`` whose state has control signals, a hold or a closing.
+
+        Order on a connection is the order of emission: the signals emitted before the element in
+        flight (``signals_before``), the element, the signals after it, then the closing. A held
+        inlet (a fan-in waiting for a blocking signal on its other inlets) delivers nothing
+        downstream until released; pulls and cancellations still travel upstream."""
+        if st & SIGNAL and not st & HELD:
+            self._deliver_signals(conn, st)
+            self._after_stage_has_run(conn.in_owner)
+            st = conn.state
+        if st & HELD:
+            if st & (PULLING | OUT_CLOSED | IN_CLOSED) == PULLING:
+                return self._deliver_pull(conn, st)
+            if st & (OUT_CLOSED | IN_CLOSED) == IN_CLOSED:
+                return self._process_close(conn, st)
+            return None
+        if st & (PUSHING | IN_CLOSED | OUT_CLOSED) == PUSHING:
+            logic = self.active = conn.in_owner
+            conn.state = st ^ PUSH_END_FLIP
+            try:
+                conn.in_handler.on_push()
+            except Exception as e:  # noqa: BLE001
+                self._report_error(logic, e)
+            st = conn.state
+            if st & SIGNAL and not st & (HELD | PUSHING):
+                self._deliver_signals(conn, st)  # the signals emitted after the element
+            return logic
+        if st & (PULLING | OUT_CLOSED | IN_CLOSED) == PULLING:
+            return self._deliver_pull(conn, st)
+        return self._process_close(conn, st)
+
+    def _deliver_pull(self, conn: Connection, st: int):
+        logic = self.active = conn.out_owner
+        conn.state = st ^ PULL_END_FLIP
+        try:
+            conn.out_handler.on_pull()
+        except Exception as e:  # noqa: BLE001
+            self._report_error(logic, e)
+        return logic
+
+    def _deliver_signals(self, conn: Connection, st: int) -> None:
+        """Hand ``conn``'s waiting signals to its downstream stage: those before the element in flight,
+        or all of them when none is; stops early when the stage puts the inlet on hold."""
+        sigs = conn.signals
+        if st & IN_CLOSED or not sigs:  # a cancelled inlet hears nothing more
+            conn.signals = None
+            conn.signals_before = 0
+            conn.state &= ~SIGNAL
+            return
+        n = conn.signals_before if st & PUSHING else len(sigs)
+        logic = self.active = conn.in_owner
+        while n > 0 and sigs:
+            sig = sigs.pop(0)
+            n -= 1
+            if conn.signals_before:
+                conn.signals_before -= 1
+            if not logic._finalized:
+                try:
+                    logic._receive_signal(conn, sig)
+                except Exception as e:  # noqa: BLE001
+                    self._report_error(logic, e)
+            if conn.state & HELD:
+                break
+        if not sigs:
+            conn.signals = None
+            conn.signals_before = 0
+            conn.state &= ~SIGNAL
+        elif not conn.state & (PUSHING | HELD):
+            conn.signals_before = len(sigs)
+
+    def emit_signal(self, conn: Connection, signal) -> None:
+        """Queue ``signal`` on ``conn`` behind what its upstream pushed so far (called by logics)."""
+        st = conn.state
+        if st & (IN_CLOSED | OUT_CLOSED):
+            return  # nobody downstream to hear it, or the upstream side already closed
+        sigs = conn.signals
+        if sigs is None:
+            sigs = conn.signals = []
+        sigs.append(signal)
+        if not st & PUSHING:
+            conn.signals_before = len(sigs)
+        if not st & SIGNAL:
+            conn.state = st | SIGNAL
+            if not st & PUSHING:
+                self.enqueue(conn)  # a pushed element's event delivers the signals too
 
     def _process_close(self, conn: Connection, st: int):
         if st & (OUT_CLOSED | IN_CLOSED) == IN_CLOSED:
@@ -152,6 +242,12 @@ class GraphInterpreter:
                 return logic
             conn.state = st | IN_CLOSED
             self._dec(logic)
+            alignment = getattr(logic, "_alignment", None)
+            if alignment is not None:
+                try:
+                    alignment.on_inlet_closed()  # a closed inlet no longer holds a signal back
+                except Exception as e:  # noqa: BLE001
+                    self._report_error(logic, e)
             try:
                 if st & IN_FAILED:
                     conn.in_handler.on_upstream_failure(conn.slot.ex)

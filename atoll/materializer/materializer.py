@@ -24,13 +24,21 @@ from ..stage.supervision import Supervision
 class MaterializerSettings:
     """Defaults a materializer applies to every graph it runs."""
 
-    __slots__ = ("input_buffer", "event_limit", "fusion", "debug")
+    __slots__ = ("input_buffer", "event_limit", "fusion", "debug", "chunk_size")
 
-    def __init__(self, input_buffer=(16, 16), event_limit: int = 2000, fusion: bool = True, debug: bool = False):
+    def __init__(self, input_buffer=(16, 16), event_limit: int = 2000, fusion: bool = True, debug: bool = False,
+                 chunk_size: int = 1024):
+        """``fusion``: connections between operators with a chunk form move lists of elements
+        (``atoll.islands.chunking``); False moves one element per event everywhere (the reference the
+        parity tests compare with). ``chunk_size``: the most elements a stage with unbounded demand
+        (a fold, a seq sink) asks for per pull."""
         initial, max_ = input_buffer
         InputBuffer(initial, max_)  # validates
         if not isinstance(event_limit, int) or event_limit < 1:
             raise ValueError(f"Materializer: event_limit must be an int >= 1, got {event_limit!r}")
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"Materializer: chunk_size must be an int >= 1, got {chunk_size!r}")
+        self.chunk_size = chunk_size
         self.input_buffer = (initial, max_)
         self.event_limit = event_limit
         self.fusion = bool(fusion)

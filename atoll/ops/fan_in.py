@@ -15,6 +15,8 @@ of in separate stages; the signals seen at the ports are the same.
 """
 from __future__ import annotations
 
+import functools
+
 import random
 from collections import deque
 from typing import Any, Callable, Optional, Sequence
@@ -624,6 +626,78 @@ class _ZipWithLogic(GraphStageLogic, OutHandler):
     def _pull_all(self):
         for in_ in self.ins:
             self.pull(in_)
+
+    # ------------------------------------------------------------------ chunk form
+    # Each input keeps the elements not yet matched (``bufs``); a combination chunk is as long as the
+    # shortest buffer allows and downstream accepts. Like the element form, the inputs are pulled
+    # again right after a combination went out, each for the demand downstream expressed last (one
+    # element under per-element demand), and the stage completes as soon as a completed input has no
+    # element left to match.
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.bufs = [[] for _ in self.ins]
+        self.done = [False] * self.n
+        self.last_demand = 1
+        for i, in_ in enumerate(self.ins):
+            self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push_chunk, i),
+                                            on_upstream_finish=functools.partial(self._on_finish_chunk, i)))
+        self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def _on_push_chunk(self, i: int) -> None:
+        chunk = self.grab(self.ins[i])
+        b = self.bufs[i]
+        self.bufs[i] = b + chunk if b else chunk  # never mutate a received chunk: it may be shared
+        self._emit_chunk()
+
+    def _on_finish_chunk(self, i: int) -> None:
+        self.done[i] = True
+        if not self.bufs[i]:
+            self.complete_stage()
+
+    def _on_pull_chunk(self) -> None:
+        self.last_demand = self._out_conns[0].demand
+        self._emit_chunk()
+
+    def _emit_chunk(self) -> None:
+        bufs = self.bufs
+        while self.is_available(self.out):
+            k = min(map(len, bufs))
+            if k == 0:
+                return
+            k = min(k, self._out_conns[0].demand)
+            heads = [b[:k] for b in bufs]
+            self.bufs = bufs = [b[k:] for b in bufs]
+            fn = self.fn
+            if fn is _pair:
+                combos = list(zip(heads[0], heads[1]))
+            else:
+                combos = []
+                ap = combos.append
+                for args in zip(*heads):
+                    try:
+                        y = fn(*args)
+                        if y is None:
+                            raise PortStateError(
+                                f"Cannot push None to port ({self.out.name}) of stage {self}: elements must not be None "
+                                "(Reactive Streams rule 2.13)"
+                            )
+                        ap(y)
+                    except Exception as e:  # noqa: BLE001 - supervised per combination
+                        if decide(self.decider, e) == Supervision.STOP:
+                            if combos:
+                                self.push(self.out, combos)
+                            self.fail_stage(e)
+                            return
+            if combos:
+                self.push(self.out, combos)
+            if any(d and not b for d, b in zip(self.done, bufs)):
+                self.complete_stage()
+                return
+            for in_, b in zip(self.ins, bufs):
+                if not b and not self.has_been_pulled(in_) and not self.is_closed(in_):
+                    self.pull_chunk(in_, self.last_demand)
 
 
 # ---------------------------------------------------------------------------------------------- ZipLatestWith / ZipLatest

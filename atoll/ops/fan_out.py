@@ -97,7 +97,20 @@ class _BroadcastLogic(GraphStageLogic, InHandler):
 
     def pull_if_all_pulled(self):
         if self.pending_count == 0 and not self.has_been_pulled(self.in_):
+            if self.chunked:  # ask for what every open outlet accepts
+                self._in_conns[0].demand = min(
+                    [c.demand for o, c in zip(self.outs, self._out_conns) if not self.is_closed(o)] or [1]
+                )
             self.pull(self.in_)
+
+    # chunk form: the same chunk (a list nobody mutates) goes to every open outlet
+    chunked = False
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
 
 
 class _BroadcastOut(OutHandler):

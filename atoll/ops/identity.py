@@ -3,6 +3,8 @@ graph needs a real stage with ports, e.g. when it is added to a GraphDSL builder
 from __future__ import annotations
 
 from .base import FlowLogic, FlowStage
+from .forms import IDENTITY, StatelessForm
+from .transform import _StatelessChunkForm
 
 
 class Identity(FlowStage):
@@ -11,14 +13,19 @@ class Identity(FlowStage):
     **Emits when** upstream emits. **Backpressures when** downstream backpressures.
     **Completes when** upstream completes. **Cancels when** downstream cancels."""
 
-    fusible = "identity"
-
     def __init__(self):
         super().__init__("identity")
 
-    def create_logic(self, attributes):
-        class Logic(FlowLogic):
-            def on_push(self):
-                self.push(self.out, self.grab(self.in_))
+    def stateless_form(self) -> StatelessForm:
+        return StatelessForm(IDENTITY, name="identity")
 
-        return Logic(self)
+    def create_logic(self, attributes):
+        return _IdentityLogic(self)
+
+
+class _IdentityLogic(_StatelessChunkForm, FlowLogic):
+    def on_push(self):
+        self.push(self.out, self.grab(self.in_))
+
+    def on_push_chunk(self):
+        self.push(self.out, self.grab(self.in_))

@@ -25,22 +25,22 @@ from ..stage.attributes import Name
 from ..stage.handlers import InHandler
 from ..stage.substreams import SubSinkInlet, stop_substreams, sub_materialize
 from .base import FlowLogic, FlowStage, require_callable, require_int
+from .forms import IDENTITY, expand
 
 
-def _fusible_ops(flow) -> Optional[tuple]:
-    """``(ops, names)`` when ``flow`` is a chain of fusible stateless stages, else None."""
+def _stateless_forms(flow) -> Optional[list]:
+    """The declared ``StatelessForm``s of ``flow``'s stages when it is a plain chain of stateless
+    stages (no islands, no attributes but names), else None: such a step is expanded directly."""
     from ..materializer.traversal import (
         EnterIsland,
         MaterializeAtomic,
         PushAttributes,
         iterate,
     )
-    from .identity import Identity
-    from .transform import Filter, Map, MapConcat
 
     b = flow.builder
     if getattr(b, "is_empty", False):
-        return [], []
+        return []
     if getattr(b, "pending", None) is not None or b.island_tag is not None:
         return None
     atoms = []
@@ -51,21 +51,15 @@ def _fusible_ops(flow) -> Optional[tuple]:
             return None
         if isinstance(cmd, MaterializeAtomic):
             atoms.append(cmd.module)
-    ops, names = [], []
+    forms = []
     for m in reversed(atoms):  # a linear traversal lists the stages sink-first
-        t = type(m)
-        if t is Map:
-            ops.append(("map", m.fn))
-        elif t is Filter:
-            ops.append(("filter", m.pred, m.negate))
-        elif t is MapConcat:
-            ops.append(("map_concat", m.fn))
-        elif t is Identity:
-            continue
-        else:
+        declare = getattr(m, "stateless_form", None)
+        form = declare() if declare is not None else None
+        if form is None:
             return None
-        names.append(m.name)
-    return ops, names
+        if form.kind != IDENTITY:
+            forms.append(form)
+    return forms
 
 
 class Recursively(FlowStage):
@@ -77,7 +71,7 @@ class Recursively(FlowStage):
         super().__init__("recursively")
         self.step = step
         self.max_pending = max_pending
-        self.fused = _fusible_ops(step)
+        self.fused = _stateless_forms(step)
 
     @staticmethod
     def flow(op: Callable[[Any], Any], max_pending: int = 1024):
@@ -92,11 +86,9 @@ class Recursively(FlowStage):
     def create_logic(self, attributes):
         stage = self
         expand_fn = None
-        if stage.fused is not None:
-            from ..islands.fusion import generate
-
-            ops, names = stage.fused
-            expand_fn = generate(ops, names, "out", chunked=False) if ops else None
+        if stage.fused:
+            forms = stage.fused
+            expand_fn = lambda x, emit: expand(forms, x, emit)  # noqa: E731
 
         class Logic(FlowLogic):
             def __init__(self):

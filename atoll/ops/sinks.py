@@ -40,6 +40,40 @@ class _PromiseSinkLogic(GraphStageLogic, InHandler):
             fail_promise(self.promise, abrupt_termination(self))
 
 
+class _ChunkSinkLogic(_PromiseSinkLogic):
+    """A promise sink with a chunk form: it asks for ``chunk_size`` elements per pull (its demand is
+    unbounded) and handles each chunk with ``on_push_chunk``; ``result()`` is the promise's value."""
+
+    chunk_size = 1
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunk_size = chunk_size
+        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+                                             on_upstream_failure=self.on_upstream_failure))
+
+    def pre_start(self):
+        self._in_conns[0].demand = self.chunk_size
+        self.pull(self.in_)
+
+    def _pull_more(self) -> None:
+        self._in_conns[0].demand = self.chunk_size
+        self.pull(self.in_)
+
+    def result(self) -> Any:
+        raise TypeError("subclass must implement result")
+
+    def on_upstream_finish(self):
+        complete_promise(self.promise, self.result())
+        self.complete_stage()
+
+    def _fail_with(self, exc: BaseException) -> None:
+        fail_promise(self.promise, exc)
+        self.fail_stage(exc)
+
+
 class SeqSink(SinkStage):
     """Collects every element into a list: ``Future[list]`` (a new list per materialization).
 
@@ -51,21 +85,30 @@ class SeqSink(SinkStage):
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
+        return _SeqLogic(self, promise), promise
 
-        class Logic(_PromiseSinkLogic):
-            def __init__(self, stage):
-                super().__init__(stage, promise)
-                self.buf = []
 
-            def on_push(self):
-                self.buf.append(self.grab(self.in_))
-                self.pull(self.in_)
+class _SeqLogic(_ChunkSinkLogic):
+    def __init__(self, stage, promise):
+        super().__init__(stage, promise)
+        self.buf: list = []
 
-            def on_upstream_finish(self):
-                complete_promise(promise, self.buf)
-                self.complete_stage()
+    def on_push(self):
+        self.buf.append(self.grab(self.in_))
+        self.pull(self.in_)
 
-        return Logic(self), promise
+    def on_push_chunk(self):
+        self.buf.extend(self.grab(self.in_))
+        self._pull_more()
+
+    def result(self):
+        return self.buf
+
+    def snapshot_state(self):
+        return list(self.buf)
+
+    def restore_state(self, state) -> None:
+        self.buf = list(state)
 
 
 class IgnoreSink(SinkStage):
@@ -79,17 +122,20 @@ class IgnoreSink(SinkStage):
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
+        return _IgnoreLogic(self, promise), promise
 
-        class Logic(_PromiseSinkLogic):
-            def on_push(self):
-                self.grab(self.in_)
-                self.pull(self.in_)
 
-            def on_upstream_finish(self):
-                complete_promise(promise, Done)
-                self.complete_stage()
+class _IgnoreLogic(_ChunkSinkLogic):
+    def on_push(self):
+        self.grab(self.in_)
+        self.pull(self.in_)
 
-        return Logic(self, promise), promise
+    def on_push_chunk(self):
+        self.grab(self.in_)
+        self._pull_more()
+
+    def result(self):
+        return Done
 
 
 class ForeachSink(SinkStage):
@@ -107,25 +153,44 @@ class ForeachSink(SinkStage):
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
+        return _ForeachLogic(self, promise, decider_of(attributes)), promise
+
+
+class _ForeachLogic(_ChunkSinkLogic):
+    def __init__(self, stage, promise, decider):
+        super().__init__(stage, promise)
+        self.fn = stage.fn
+        self.decider = decider
+
+    def on_push(self):
+        try:
+            self.fn(self.grab(self.in_))
+        except Exception as e:  # noqa: BLE001
+            if not self._supervise(e):
+                return
+        self.pull(self.in_)
+
+    def on_push_chunk(self):
         fn = self.fn
-        decider = decider_of(attributes)
+        it = iter(self.grab(self.in_))
+        while True:
+            try:
+                for x in it:
+                    fn(x)
+                break
+            except Exception as e:  # noqa: BLE001 - supervised at its element, the rest goes on
+                if not self._supervise(e):
+                    return
+        self._pull_more()
 
-        class Logic(_PromiseSinkLogic):
-            def on_push(self):
-                try:
-                    fn(self.grab(self.in_))
-                except Exception as e:  # noqa: BLE001
-                    if decide(decider, e) == Supervision.STOP:
-                        fail_promise(promise, e)
-                        self.fail_stage(e)
-                        return
-                self.pull(self.in_)
+    def _supervise(self, exc: BaseException) -> bool:
+        if decide(self.decider, exc) == Supervision.STOP:
+            self._fail_with(exc)
+            return False
+        return True
 
-            def on_upstream_finish(self):
-                complete_promise(promise, Done)
-                self.complete_stage()
-
-        return Logic(self, promise), promise
+    def result(self):
+        return Done
 
 
 class FoldSink(SinkStage):
@@ -144,30 +209,61 @@ class FoldSink(SinkStage):
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
-        stage = self
-        decider = decider_of(attributes)
+        return _FoldLogic(self, promise, decider_of(attributes)), promise
 
-        class Logic(_PromiseSinkLogic):
-            acc = stage.zero
 
-            def on_push(self):
-                try:
-                    self.acc = stage.fn(self.acc, self.grab(self.in_))
-                except Exception as e:  # noqa: BLE001
-                    d = decide(decider, e)
-                    if d == Supervision.STOP:
-                        fail_promise(promise, e)
-                        self.fail_stage(e)
-                        return
-                    if d == Supervision.RESTART:
-                        self.acc = stage.zero
-                self.pull(self.in_)
+class _FoldLogic(_ChunkSinkLogic):
+    def __init__(self, stage, promise, decider):
+        super().__init__(stage, promise)
+        self.fn = stage.fn
+        self.zero = stage.zero
+        self.decider = decider
+        self.acc = stage.zero
 
-            def on_upstream_finish(self):
-                complete_promise(promise, self.acc)
-                self.complete_stage()
+    def on_push(self):
+        try:
+            self.acc = self.fn(self.acc, self.grab(self.in_))
+        except Exception as e:  # noqa: BLE001
+            if not self._supervise(e):
+                return
+        self.pull(self.in_)
 
-        return Logic(self, promise), promise
+    def on_push_chunk(self):
+        fn = self.fn
+        it = iter(self.grab(self.in_))
+        while True:
+            acc = self.acc
+            try:
+                for x in it:
+                    acc = fn(acc, x)
+                self.acc = acc
+                break
+            except Exception as e:  # noqa: BLE001 - supervised at its element, the rest goes on
+                self.acc = acc
+                if not self._supervise(e):
+                    return
+        self._pull_more()
+
+    def _supervise(self, exc: BaseException) -> bool:
+        d = decide(self.decider, exc)
+        if d == Supervision.STOP:
+            self._fail_with(exc)
+            return False
+        if d == Supervision.RESTART:
+            self.reset_state()
+        return True
+
+    def reset_state(self) -> None:
+        self.acc = self.zero
+
+    def snapshot_state(self):
+        return self.acc
+
+    def restore_state(self, state) -> None:
+        self.acc = state
+
+    def result(self):
+        return self.acc
 
 
 class ReduceSink(SinkStage):

@@ -1,11 +1,15 @@
 """Source operators: where elements come from (Pekko's ``Source`` factories)."""
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from itertools import repeat
+from operator import is_
 from typing import Any, Callable, Iterable, Optional
 
+from ..errors import PortStateError
 from ..markers import NotUsed
 from ..stage.handlers import OutHandler
 from ..stage.logic import GraphStageLogic
@@ -21,6 +25,24 @@ class _SourceLogic(GraphStageLogic, OutHandler):
         super().__init__(stage.shape)
         self.out = stage.out
         self.set_handler(stage.out, self)
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def _none_error(self) -> PortStateError:
+        return PortStateError(
+            f"Cannot push None to port ({self.out.name}) of stage {self}: elements must not be None "
+            "(Reactive Streams rule 2.13)"
+        )
+
+
+def _first_none(chunk: list) -> int:
+    """Index of the first ``None`` in ``chunk`` (identity, never ``==``), or -1."""
+    if any(map(is_, chunk, repeat(None))):
+        for i, x in enumerate(chunk):
+            if x is None:
+                return i
+    return -1
 
 
 class SingleSource(SourceStage):
@@ -97,6 +119,32 @@ class _SequenceLogic(_SourceLogic):
         if self.i >= len(self.seq):
             self.complete(self.out)
 
+    def chunk_capable(self) -> bool:
+        return True
+
+    def on_pull_chunk(self):
+        i = self.i
+        seq = self.seq
+        j = min(i + self._out_conns[0].demand, len(seq))
+        chunk = list(seq[i:j]) if type(seq) is not list else seq[i:j]
+        self.i = j
+        if type(seq) is not range:
+            k = _first_none(chunk)
+            if k >= 0:
+                if k:
+                    self.push(self.out, chunk[:k])
+                self.fail_stage(self._none_error())
+                return
+        self.push(self.out, chunk)
+        if j >= len(seq):
+            self.complete(self.out)
+
+    def snapshot_state(self):
+        return self.i
+
+    def restore_state(self, state) -> None:
+        self.i = state
+
 
 class _IteratorLogic(_SourceLogic):
     def __init__(self, stage, source, factory, decider):
@@ -137,6 +185,35 @@ class _IteratorLogic(_SourceLogic):
         else:
             self.push(self.out, elem)
 
+    def chunk_capable(self) -> bool:
+        # the chunk form knows only Stop; Resume/Restart of a failing iterator stay element-wise
+        return self.decider is Supervision.stopping_decider
+
+    def on_pull_chunk(self):
+        if self.it is None:
+            try:
+                self.it = self._new_iterator()
+            except Exception as e:  # noqa: BLE001 - Stop (the only strategy of the chunk form)
+                self.fail_stage(e)
+                return
+        n = self._out_conns[0].demand
+        chunk: list = []
+        failure = None
+        try:
+            chunk.extend(itertools.islice(self.it, n))
+        except Exception as e:  # noqa: BLE001 - after the elements before it
+            failure = e
+        k = _first_none(chunk)
+        if k >= 0:
+            del chunk[k:]
+            failure = self._none_error()
+        if chunk:
+            self.push(self.out, chunk)
+        if failure is not None:
+            self.fail_stage(failure)
+        elif len(chunk) < n:
+            self.complete_stage()  # the iterator is exhausted: no pull would find more
+
 
 class RangeSource(SourceStage):
     """Emits ``range(start, stop, step)`` (Python semantics, ``stop`` exclusive).
@@ -170,11 +247,22 @@ class RepeatSource(SourceStage):
     def create_logic(self, attributes):
         elem = self.elem
 
-        class Logic(_SourceLogic):
-            def on_pull(self):
-                self.push(self.out, elem)
+        return _RepeatLogic(self, elem)
 
-        return Logic(self)
+
+class _RepeatLogic(_SourceLogic):
+    def __init__(self, stage, elem):
+        super().__init__(stage)
+        self.elem = elem
+
+    def on_pull(self):
+        self.push(self.out, self.elem)
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def on_pull_chunk(self):
+        self.push(self.out, [self.elem] * self._out_conns[0].demand)
 
 
 class EmptySource(SourceStage):

@@ -5,13 +5,55 @@ Resume drops the element and continues, Restart additionally resets the operator
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Iterable, Optional, Tuple
 
 from ..errors import PortStateError
-from ..stage.supervision import Supervision, decide
+from ..stage.handlers import InHandler, OutHandler
+from ..stage.supervision import Supervision, decide, supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable
+from .forms import FILTER, MAP, MAP_CONCAT, StatelessForm
 
 _NOTHING = object()
+
+
+def _supervise_chunk(logic, exc: BaseException, done: list) -> bool:
+    """Supervise ``exc`` raised on one element of a chunk: Stop pushes the results made before it
+    (``done``), then fails; Resume/Restart drop the element and the caller goes on with the rest."""
+    d = decide(logic.decider, exc)
+    if d == Supervision.STOP:
+        if done:
+            logic.push(logic.out, done)
+        logic.fail_stage(exc)
+        return False
+    if d == Supervision.RESTART:
+        logic.reset_state()
+    return True
+
+
+def _push_or_pull(logic, res: list) -> None:
+    if res:
+        logic.push(logic.out, res)
+    else:  # every element was dropped: ask again for what downstream still wants
+        logic.pull(logic.in_)
+
+
+class _StatelessChunkForm:
+    """Chunk form of a one-in one-out logic that keeps no elements: demand passes straight upstream."""
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+                                             on_upstream_failure=self.on_upstream_failure))
+        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def on_pull_chunk(self):
+        out_conn = self._out_conns[0]
+        in_conn = self._in_conns[0]
+        in_conn.demand = out_conn.demand
+        self.pull(self.in_)
 
 
 class Map(FlowStage):
@@ -22,18 +64,19 @@ class Map(FlowStage):
     Supervision: Resume and Restart drop the element (also when ``fn`` returns ``None``, which is
     not a legal element)."""
 
-    fusible = "map"
-
     def __init__(self, fn: Callable[[Any], Any]):
         require_callable("map", "fn", fn)
         super().__init__("map")
         self.fn = fn
 
+    def stateless_form(self) -> StatelessForm:
+        return StatelessForm(MAP, self.fn, name="map")
+
     def create_logic(self, attributes):
         return _MapLogic(self, decider_of(attributes))
 
 
-class _MapLogic(FlowLogic):
+class _MapLogic(_StatelessChunkForm, FlowLogic):
     def __init__(self, stage, decider):
         super().__init__(stage)
         self.fn = stage.fn
@@ -43,10 +86,34 @@ class _MapLogic(FlowLogic):
         try:
             self.push(self.out, self.fn(self.grab(self.in_)))
         except Exception as e:  # noqa: BLE001
-            if decide(self.decider, e) == Supervision.STOP:
-                self.fail_stage(e)
-            else:
+            if supervise(self, self.decider, e):
                 self.pull(self.in_)
+
+    def _none_error(self) -> PortStateError:
+        return PortStateError(
+            f"Cannot push None to port ({self.out.name}) of stage {self}: elements must not be None "
+            "(Reactive Streams rule 2.13)"
+        )
+
+    def on_push_chunk(self):
+        """Map every element of the chunk in order; a failure (or a ``None`` result) is supervised
+        at its element: Stop pushes the results before it and then fails, Resume/Restart drop it."""
+        fn = self.fn
+        it = iter(self.grab(self.in_))
+        res: list = []
+        ap = res.append
+        while True:
+            try:
+                for x in it:
+                    y = fn(x)
+                    if y is None:
+                        raise self._none_error()
+                    ap(y)
+                break
+            except Exception as e:  # noqa: BLE001
+                if not _supervise_chunk(self, e, res):
+                    return
+        _push_or_pull(self, res)
 
 
 class Filter(FlowStage):
@@ -67,13 +134,15 @@ class Filter(FlowStage):
         super().__init__(name)
         self.pred = pred
         self.negate = negate
-        self.fusible = name
+
+    def stateless_form(self) -> StatelessForm:
+        return StatelessForm(FILTER, self.pred, self.negate, name="filter_not" if self.negate else "filter")
 
     def create_logic(self, attributes):
         return _FilterLogic(self, decider_of(attributes))
 
 
-class _FilterLogic(FlowLogic):
+class _FilterLogic(_StatelessChunkForm, FlowLogic):
     def __init__(self, stage, decider):
         super().__init__(stage)
         self.pred = stage.pred
@@ -88,10 +157,23 @@ class _FilterLogic(FlowLogic):
             else:
                 self.pull(self.in_)
         except Exception as e:  # noqa: BLE001
-            if decide(self.decider, e) == Supervision.STOP:
-                self.fail_stage(e)
-            else:
+            if supervise(self, self.decider, e):
                 self.pull(self.in_)
+
+    def on_push_chunk(self):
+        """Keep the passing elements of the chunk; an empty result pulls again with the same demand."""
+        pred = self.pred
+        it = iter(self.grab(self.in_))
+        res: list = []
+        pick = itertools.filterfalse if self.negate else filter
+        while True:
+            try:
+                res.extend(pick(pred, it))  # a raising predicate leaves the passing elements before it in res
+                break
+            except Exception as e:  # noqa: BLE001
+                if not _supervise_chunk(self, e, res):
+                    return
+        _push_or_pull(self, res)
 
 
 class _ExpandingLogic(FlowLogic):
@@ -210,7 +292,9 @@ class MapConcat(FlowStage):
         require_callable("map_concat", "fn", fn)
         super().__init__("map_concat")
         self.fn = fn
-        self.fusible = "map_concat"
+
+    def stateless_form(self) -> StatelessForm:
+        return StatelessForm(MAP_CONCAT, self.fn, name="map_concat")
 
     def create_logic(self, attributes):
         fn = self.fn

@@ -68,6 +68,7 @@ class GraphStageLogic:
         "_feedback",
         "attributes",
         "stage_name",
+        "_alignment",
         "__weakref__",
         "__dict__",
     )
@@ -92,6 +93,7 @@ class GraphStageLogic:
         self._feedback = None
         self.attributes = Attributes.none
         self.stage_name = type(self).__name__
+        self._alignment = None
 
     def __repr__(self) -> str:
         return self.stage_name
@@ -272,6 +274,91 @@ class GraphStageLogic:
             f"{self}: not yet initialized: only set_handler is allowed in the GraphStageLogic constructor "
             "(use pre_start for anything that touches ports)"
         )
+
+    # ------------------------------------------------------------------ the chunk form
+    def chunk_capable(self) -> bool:
+        """Whether this logic has a chunk form (a stage declares one by overriding this and
+        ``enable_chunks``). The chunk form must keep the per-element semantics exactly: nothing
+        beyond demand, the element and signal order, a failure after the elements before it,
+        supervision per element."""
+        return False
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        """Switch to the chunk form: install handlers that move lists (``pull_chunk``/``push_chunk``).
+        Called by the island's chunk negotiation (``atoll.islands.chunking``) before the island
+        starts; ``chunk_size`` is what a stage with unbounded demand asks for per pull."""
+        raise TypeError(f"{self} has no chunk form")
+
+    # ------------------------------------------------------------------ state hooks
+    def reset_state(self) -> None:
+        """Forget the state built from the elements so far (Restart supervision); stateless by default."""
+
+    def snapshot_state(self):
+        """The operator's state as a picklable value (checkpoints); None for a stateless operator."""
+        return None
+
+    def restore_state(self, state) -> None:
+        """Take the state back from ``snapshot_state`` (recovery); stateless by default."""
+
+    def pull_chunk(self, in_: Inlet, n: int) -> None:
+        """Chunk form: ask upstream for at most ``n`` (>= 1) elements; ``on_push`` brings a non-empty list."""
+        conn = self._in_conns[in_.id]
+        conn.demand = n
+        self.pull(in_)
+
+    def push_chunk(self, out: Outlet, chunk: list) -> None:
+        """Chunk form: push a non-empty list of at most ``demand_of(out)`` elements (one push per pull)."""
+        n = len(chunk)
+        if n == 0 or n > self._out_conns[out.id].demand:
+            raise PortStateError(
+                f"Cannot push a chunk of {n} elements to port ({out.name}) of stage {self}: "
+                f"it must hold 1 to {self._out_conns[out.id].demand} (the demand of the pull)"
+            )
+        self.push(out, chunk)
+
+    def demand_of(self, out: Outlet) -> int:
+        """Chunk form: how many elements the pending pull on ``out`` accepts."""
+        return self._out_conns[out.id].demand
+
+    # ------------------------------------------------------------------ the signal lane
+    def on_signal(self, signal) -> None:
+        """A control signal (``atoll.stage.signals``) arrived; on a stage with several inlets, once all
+        live inlets delivered it. The default forwards it to every outlet after the elements still
+        waiting to be emitted there. Override to transform, absorb or hold signals; a stage that keeps
+        elements back (a buffer, a window) must keep the signals after them back too."""
+        self.forward_signal(signal)
+
+    def forward_signal(self, signal) -> None:
+        """Emit ``signal`` on every open outlet."""
+        for out in self._out_ports:
+            conn = self._out_conns[out.id] if out is not None else None
+            if conn is not None and not conn.state & OUT_CLOSED:
+                self.emit_signal(out, signal)
+
+    def emit_signal(self, out: Outlet, signal) -> None:
+        """Send ``signal`` on ``out`` after the elements pushed or still to be emitted there; needs no
+        demand. Dropped when ``out`` is closed."""
+        interp = self._interpreter
+        if interp is None:
+            raise self._not_initialized()
+        handler = self._out_handlers[out.id]
+        if isinstance(handler, _Emitting):
+            handler.add_follow_up(_EmittingSignal(self, out, handler.previous, signal))
+        else:
+            interp.emit_signal(self._out_conns[out.id], signal)
+
+    def _receive_signal(self, conn, signal) -> None:
+        """Kernel entry: ``signal`` arrived on ``conn``; stages with several inlets go through alignment."""
+        conns = self._in_conns
+        if len(conns) > 1:
+            alignment = self._alignment
+            if alignment is None:
+                from .signal_alignment import FanInAlignment
+
+                alignment = self._alignment = FanInAlignment(self)
+            alignment.on_signal(conns.index(conn), signal)
+        else:
+            self.on_signal(signal)
 
     # ------------------------------------------------------------------ whole stage
     def complete_stage(self) -> None:
@@ -582,8 +669,14 @@ class _Emitting(OutHandler):
             if isinstance(current, _Emitting):
                 current.follow_ups.extend(self.follow_ups)
             else:
-                nxt = self.follow_ups[0]
-                nxt.follow_ups = self.follow_ups[1:] + nxt.follow_ups
+                rest = self.follow_ups
+                while rest and isinstance(rest[0], _EmittingSignal):
+                    logic._interpreter.emit_signal(logic._out_conns[out.id], rest[0].signal)
+                    rest = rest[1:]
+                if not rest:
+                    return
+                nxt = rest[0]
+                nxt.follow_ups = rest[1:] + nxt.follow_ups
                 if isinstance(nxt, _EmittingCompletion):
                     if nxt.follow_ups:
                         # elements queued after the completion still go out before it
@@ -621,6 +714,23 @@ class _EmittingIterator(_Emitting):
         self.nxt = next(self.rest, _NOTHING)
         if self.nxt is _NOTHING:
             self.follow_up()
+
+
+class _EmittingSignal(_Emitting):
+    """A control signal queued behind pending emits; it goes out as soon as they are out."""
+
+    def __init__(self, logic, out, previous, signal):
+        super().__init__(logic, out, previous, None)
+        self.signal = signal
+
+    def on_pull(self) -> None:
+        # reached only when queued behind a completion that had elements after it (see follow_up)
+        logic, out = self.logic, self.out
+        logic._interpreter.emit_signal(logic._out_conns[out.id], self.signal)
+        self.follow_up()
+        current = logic._out_handlers[out.id]
+        if isinstance(current, _Emitting) and logic.is_available(out):
+            current.on_pull()  # the pull that reached this signal is for the next element
 
 
 class _EmittingCompletion(_Emitting):

@@ -39,3 +39,16 @@ def decide(decider: Decider, exc: BaseException) -> str:
 
 
 _DIRECTIVES = (Supervision.STOP, Supervision.RESUME, Supervision.RESTART)
+
+
+def supervise(logic, decider: Decider, exc: BaseException) -> bool:
+    """The one supervision branch of the built-in operators, for ``exc`` raised by user code on the
+    current element: Stop fails ``logic``'s stage with ``exc`` and returns False; Restart calls
+    ``logic.reset_state()`` and returns True; Resume returns True (the caller drops the element)."""
+    d = decide(decider, exc)
+    if d == Supervision.STOP:
+        logic.fail_stage(exc)
+        return False
+    if d == Supervision.RESTART:
+        logic.reset_state()
+    return True
