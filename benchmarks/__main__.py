@@ -31,6 +31,8 @@ BENCHMARKS: Dict[str, Tuple[str, str]] = {
     "memory": ("benchmarks.memory", "slow sink behind a fast source, 2 islands: peak RSS per actor, object store"),
     "graph": ("benchmarks.graph",
               "10^6 ints: Broadcast(2) -> two maps -> Zip -> fold, one island vs branches in their own islands"),
+    "custom": ("benchmarks.custom",
+               "3*10^5 ints through 3 user-written GraphStages without a chunk form: the element interpreter"),
     "spark": ("benchmarks.spark",
               "10^6 rows x 4 columns Spark -> map per row (2 islands) -> Spark vs Ray Data map_batches"),
 }

@@ -13,9 +13,10 @@
 - ``linear``          — for the ratio: the ``linear`` benchmark's Atoll pipeline
                         (``map . map . filter`` into a fold, fused into one loop) on the same
                         ``Materializer.ray()`` (one actor);
-- ``graph-local``     — reference: the one-island graph on ``Materializer.local()`` (no Ray); unless
-                        ``--full`` it runs at most ``LOCAL_CAP`` elements (the row shows its n; a
-                        rate is a rate).
+- ``graph-local``     — the one-island graph on ``Materializer.local()`` (no Ray);
+- ``generator``       — the same work as plain Python: ``itertools.tee`` of the range, two generator
+                        maps, ``zip``, ``functools.reduce`` (the baseline of the ``vs generator`` column);
+- ``rxpy``            — RxPY (``reactivex``): a published source, two maps, ``zip``, ``reduce``.
 
 Every run includes materialization (actors start) and the wait for the fold's future. Each case is
 warmed up once and timed ``runs`` times; elements/s is n / best time. Every graph variant must give
@@ -30,7 +31,25 @@ from ._common import Options, Result, Table, fmt_rate, fmt_ratio, fmt_secs, meas
 
 N = 1_000_000
 N_QUICK = 100_000
-LOCAL_CAP = 200_000
+
+
+def run_generator(n: int) -> int:
+    import functools
+    import itertools
+
+    a, b = itertools.tee(range(n))
+    return functools.reduce(add_pair, zip((inc(x) for x in a), (dbl(x) for x in b)), 0)
+
+
+def run_rxpy(n: int) -> int:
+    import reactivex
+    from reactivex import operators as ops
+
+    src = reactivex.from_iterable(range(n)).pipe(ops.publish())
+    result = []
+    reactivex.zip(src.pipe(ops.map(inc)), src.pipe(ops.map(dbl))).pipe(ops.reduce(add_pair, 0)).subscribe(result.append)
+    src.connect()
+    return result[0]
 
 
 def expected_graph_sum(n: int) -> int:
@@ -96,8 +115,7 @@ def run(opts: Options) -> Result:
     started = init_local_ray()
     ray_mat = Materializer.ray(start_timeout=60)
     local_mat = Materializer.local()
-    local_n = n if opts.full else min(n, LOCAL_CAP)
-    res.params["graph_local_n"] = local_n
+    local_n = n
     variants = [
         ("graph-1-island", "the whole graph in one island (one actor)",
          make_graph_case(ray_mat, branch_islands=False), n, expected_graph_sum),
@@ -105,8 +123,10 @@ def run(opts: Options) -> Result:
          make_graph_case(ray_mat, branch_islands=True), n, expected_graph_sum),
         ("linear", "benchmarks.linear's Atoll pipeline map.map.filter -> fold, one actor",
          make_linear_atoll(ray_mat), n, linear_expected_sum),
-        ("graph-local", "reference: the one-island graph on Materializer.local()",
+        ("graph-local", "the one-island graph on Materializer.local()",
          make_graph_case(local_mat, branch_islands=False), local_n, expected_graph_sum),
+        ("generator", "plain Python: tee, two generator maps, zip, reduce", run_generator, n, expected_graph_sum),
+        ("rxpy", "reactivex publish -> map | map -> zip -> reduce", run_rxpy, n, expected_graph_sum),
     ]
     rates: Dict[str, Optional[float]] = {}
     try:
@@ -139,6 +159,13 @@ def run(opts: Options) -> Result:
     out(table.render())
 
     res.summary = {f"{k}_elements_per_s": v for k, v in rates.items()}
+    gen = rates.get("generator")
+    if gen and rates.get("graph-local"):
+        res.summary["graph_local_over_generator"] = rates["graph-local"] / gen
+        out(f"graph-local/generator = {res.summary['graph_local_over_generator']:.3f} (target >= 0.30)")
+    if rates.get("rxpy") and rates.get("graph-local"):
+        res.summary["graph_local_over_rxpy"] = rates["graph-local"] / rates["rxpy"]
+        out(f"graph-local/rxpy = {res.summary['graph_local_over_rxpy']:.2f} (target >= 5)")
     for name in ("graph-1-island", "graph-branches", "graph-local"):
         if rates.get(name) and base:
             res.summary[f"{name}_over_linear"] = rates[name] / base
