@@ -1,14 +1,60 @@
-"""Operators that let through a part of the stream: take, take_while, drop, drop_while, limit."""
+"""Operators that let through a part of the stream: take, take_while, drop, drop_while, limit.
+
+Each of take, take_while, drop and drop_while has a chunk form (``atoll.islands.chunking``) that
+keeps the per-element semantics: take asks upstream for at most ``min(demand, remaining)``
+elements, drop asks for what downstream wants plus what is still to be dropped, the predicates are
+supervised per element.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from ..errors import StreamLimitReachedError
-from ..stage.handlers import InHandler
-from ..stage.supervision import Supervision, decide
+from ..stage.handlers import InHandler, OutHandler
+from ..stage.supervision import Supervision, decide, supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int
 
 
+class _ChunkFlow:
+    """Chunk form plumbing of a one-in one-out logic: ``enable_chunks`` installs
+    ``on_push_chunk``/``on_pull_chunk`` (the element callbacks for finish/failure/cancel stay)."""
+
+    chunked = False
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+        self.chunk_size = chunk_size
+        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+                                             on_upstream_failure=self.on_upstream_failure))
+        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def on_pull_chunk(self) -> None:
+        """Default: ask upstream for what downstream accepts."""
+        self.pull_chunk(self.in_, self._out_conns[0].demand)
+
+    def pull_again(self) -> None:
+        """Every element of a chunk was dropped: ask again for what downstream still accepts."""
+        self.pull_chunk(self.in_, self._out_conns[0].demand)
+
+
+def supervise_chunk(logic, exc: BaseException, done: list) -> bool:
+    """Supervise ``exc`` raised on one element of a chunk: Stop pushes the results made before it
+    (``done``) and fails; Resume/Restart (which resets the state) drop the element, the caller goes on."""
+    d = decide(logic.decider, exc)
+    if d == Supervision.STOP:
+        if done:
+            logic.push(logic.out, done)
+        logic.fail_stage(exc)
+        return False
+    if d == Supervision.RESTART:
+        logic.reset_state()
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- take
 class Take(FlowStage):
     """Passes on the first ``n`` elements, then completes (``take(0)`` completes on the first pull
     without pulling upstream).
@@ -23,27 +69,54 @@ class Take(FlowStage):
         self.n = n
 
     def create_logic(self, attributes):
-        n = self.n
-
-        class Logic(FlowLogic):
-            left = n
-
-            def on_push(self):
-                if self.left > 0:
-                    self.push(self.out, self.grab(self.in_))
-                    self.left -= 1
-                if self.left <= 0:
-                    self.complete_stage()
-
-            def on_pull(self):
-                if self.left > 0:
-                    self.pull(self.in_)
-                else:
-                    self.complete_stage()
-
-        return Logic(self)
+        return _TakeLogic(self)
 
 
+class _TakeLogic(_ChunkFlow, FlowLogic):
+    def __init__(self, stage: Take):
+        super().__init__(stage)
+        self.n = stage.n
+        self.left = stage.n
+
+    def on_push(self):
+        if self.left > 0:
+            self.push(self.out, self.grab(self.in_))
+            self.left -= 1
+        if self.left <= 0:
+            self.complete_stage()
+
+    def on_pull(self):
+        if self.left > 0:
+            self.pull(self.in_)
+        else:
+            self.complete_stage()
+
+    def on_pull_chunk(self):
+        left = self.left
+        if left > 0:
+            d = self._out_conns[0].demand
+            self.pull_chunk(self.in_, d if d < left else left)
+        else:
+            self.complete_stage()
+
+    def on_push_chunk(self):
+        chunk = self.grab(self.in_)  # at most min(demand, left) elements: it goes on as it is
+        self.left -= len(chunk)
+        self.push(self.out, chunk)
+        if self.left <= 0:
+            self.complete_stage()
+
+    def reset_state(self) -> None:
+        self.left = self.n
+
+    def snapshot_state(self):
+        return self.left
+
+    def restore_state(self, state) -> None:
+        self.left = state
+
+
+# ---------------------------------------------------------------------------------------------- take_while
 class TakeWhile(FlowStage):
     """Passes on elements while ``pred`` holds; with ``inclusive`` also the first failing one.
 
@@ -59,28 +132,59 @@ class TakeWhile(FlowStage):
         self.inclusive = bool(inclusive)
 
     def create_logic(self, attributes):
-        stage = self
-        decider = decider_of(attributes)
-
-        class Logic(FlowLogic):
-            def on_push(self):
-                try:
-                    elem = self.grab(self.in_)
-                    if stage.pred(elem):
-                        self.push(self.out, elem)
-                    else:
-                        if stage.inclusive:
-                            self.push(self.out, elem)
-                        self.complete_stage()
-                except Exception as e:  # noqa: BLE001
-                    if decide(decider, e) == Supervision.STOP:
-                        self.fail_stage(e)
-                    else:
-                        self.pull(self.in_)
-
-        return Logic(self)
+        return _TakeWhileLogic(self, decider_of(attributes))
 
 
+class _TakeWhileLogic(_ChunkFlow, FlowLogic):
+    def __init__(self, stage: TakeWhile, decider):
+        super().__init__(stage)
+        self.pred = stage.pred
+        self.inclusive = stage.inclusive
+        self.decider = decider
+
+    def on_push(self):
+        try:
+            elem = self.grab(self.in_)
+            if self.pred(elem):
+                self.push(self.out, elem)
+            else:
+                if self.inclusive:
+                    self.push(self.out, elem)
+                self.complete_stage()
+        except Exception as e:  # noqa: BLE001
+            if supervise(self, self.decider, e):
+                self.pull(self.in_)
+
+    def on_push_chunk(self):
+        pred = self.pred
+        chunk = self.grab(self.in_)
+        res: list = []
+        i, n = 0, len(chunk)
+        while i < n:
+            x = chunk[i]
+            i += 1
+            try:
+                ok = pred(x)
+            except Exception as e:  # noqa: BLE001
+                if not supervise_chunk(self, e, res):
+                    return
+                continue
+            if ok:
+                res.append(x)
+            else:
+                if self.inclusive:
+                    res.append(x)
+                if res:
+                    self.push(self.out, res)
+                self.complete_stage()
+                return
+        if res:
+            self.push(self.out, res if len(res) < n else chunk)
+        else:
+            self.pull_again()
+
+
+# ---------------------------------------------------------------------------------------------- drop
 class Drop(FlowStage):
     """Skips the first ``n`` elements.
 
@@ -94,21 +198,52 @@ class Drop(FlowStage):
         self.n = n
 
     def create_logic(self, attributes):
-        n = self.n
-
-        class Logic(FlowLogic):
-            left = n
-
-            def on_push(self):
-                if self.left > 0:
-                    self.left -= 1
-                    self.pull(self.in_)
-                else:
-                    self.push(self.out, self.grab(self.in_))
-
-        return Logic(self)
+        return _DropLogic(self)
 
 
+class _DropLogic(_ChunkFlow, FlowLogic):
+    def __init__(self, stage: Drop):
+        super().__init__(stage)
+        self.n = stage.n
+        self.left = stage.n
+
+    def on_push(self):
+        if self.left > 0:
+            self.left -= 1
+            self.pull(self.in_)
+        else:
+            self.push(self.out, self.grab(self.in_))
+
+    def on_pull_chunk(self):
+        # the element form pulls once per element it drops: ask for those plus downstream's demand
+        self.pull_chunk(self.in_, self._out_conns[0].demand + self.left)
+
+    def pull_again(self):
+        self.on_pull_chunk()
+
+    def on_push_chunk(self):
+        chunk = self.grab(self.in_)
+        left = self.left
+        if left <= 0:
+            self.push(self.out, chunk)
+        elif len(chunk) <= left:
+            self.left = left - len(chunk)
+            self.pull_again()
+        else:
+            self.left = 0
+            self.push(self.out, chunk[left:])
+
+    def reset_state(self) -> None:
+        self.left = self.n
+
+    def snapshot_state(self):
+        return self.left
+
+    def restore_state(self, state) -> None:
+        self.left = state
+
+
+# ---------------------------------------------------------------------------------------------- drop_while
 class DropWhile(FlowStage):
     """Skips elements while ``pred`` holds, then passes everything on.
 
@@ -122,25 +257,58 @@ class DropWhile(FlowStage):
         self.pred = pred
 
     def create_logic(self, attributes):
-        stage = self
-        decider = decider_of(attributes)
+        return _DropWhileLogic(self, decider_of(attributes))
 
-        class Logic(FlowLogic):
-            def on_push(self):
-                try:
-                    elem = self.grab(self.in_)
-                    if stage.pred(elem):
-                        self.pull(self.in_)
-                    else:
-                        self.push(self.out, elem)
-                        self.set_handler(self.in_, InHandler(on_push=lambda: self.push(self.out, self.grab(self.in_))))
-                except Exception as e:  # noqa: BLE001
-                    if decide(decider, e) == Supervision.STOP:
-                        self.fail_stage(e)
-                    else:
-                        self.pull(self.in_)
 
-        return Logic(self)
+class _DropWhileLogic(_ChunkFlow, FlowLogic):
+    def __init__(self, stage: DropWhile, decider):
+        super().__init__(stage)
+        self.pred = stage.pred
+        self.decider = decider
+        self.dropping = True
+
+    def on_push(self):
+        elem = self.grab(self.in_)
+        if not self.dropping:
+            self.push(self.out, elem)
+            return
+        try:
+            if self.pred(elem):
+                self.pull(self.in_)
+            else:
+                self.dropping = False
+                self.push(self.out, elem)
+        except Exception as e:  # noqa: BLE001
+            if supervise(self, self.decider, e):
+                self.pull(self.in_)
+
+    def on_push_chunk(self):
+        chunk = self.grab(self.in_)
+        if not self.dropping:
+            self.push(self.out, chunk)
+            return
+        pred = self.pred
+        for i, x in enumerate(chunk):
+            try:
+                if pred(x):
+                    continue
+            except Exception as e:  # noqa: BLE001
+                if not supervise(self, self.decider, e):
+                    return
+                continue
+            self.dropping = False
+            self.push(self.out, chunk[i:] if i else chunk)
+            return
+        self.pull_again()
+
+    def reset_state(self) -> None:
+        self.dropping = True
+
+    def snapshot_state(self):
+        return self.dropping
+
+    def restore_state(self, state) -> None:
+        self.dropping = state
 
 
 class Limit(FlowStage):
@@ -161,28 +329,34 @@ class Limit(FlowStage):
         self.cost = cost
 
     def create_logic(self, attributes):
-        stage = self
-        decider = decider_of(attributes)
+        return _LimitLogic(self, decider_of(attributes))
 
-        class Logic(FlowLogic):
-            left = stage.n
 
-            def on_push(self):
-                try:
-                    elem = self.grab(self.in_)
-                    self.left -= 1 if stage.cost is None else stage.cost(elem)
-                    if self.left >= 0:
-                        self.push(self.out, elem)
-                    else:
-                        self.fail_stage(StreamLimitReachedError(stage.n))
-                except Exception as e:  # noqa: BLE001
-                    d = decide(decider, e)
-                    if d == Supervision.STOP:
-                        self.fail_stage(e)
-                        return
-                    if d == Supervision.RESTART:
-                        self.left = stage.n
-                    if not self.has_been_pulled(self.in_):
-                        self.pull(self.in_)
+class _LimitLogic(FlowLogic):
+    def __init__(self, stage: Limit, decider):
+        super().__init__(stage)
+        self.n = stage.n
+        self.cost = stage.cost
+        self.decider = decider
+        self.left = stage.n
 
-        return Logic(self)
+    def on_push(self):
+        try:
+            elem = self.grab(self.in_)
+            self.left -= 1 if self.cost is None else self.cost(elem)
+            if self.left >= 0:
+                self.push(self.out, elem)
+            else:
+                self.fail_stage(StreamLimitReachedError(self.n))
+        except Exception as e:  # noqa: BLE001
+            if supervise(self, self.decider, e) and not self.has_been_pulled(self.in_):
+                self.pull(self.in_)
+
+    def reset_state(self) -> None:
+        self.left = self.n
+
+    def snapshot_state(self):
+        return self.left
+
+    def restore_state(self, state) -> None:
+        self.left = state

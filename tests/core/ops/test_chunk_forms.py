@@ -1,0 +1,363 @@
+"""Chunk forms of the slicing, aggregating, buffering and junction operators keep the per-element
+semantics: every run is compared with ``Materializer.local(fusion=False)`` (element connections
+only), between a chunked source and sink (several chunk sizes) and between probes with random
+demand; supervision (Resume/Restart) and the place of control signals are checked too."""
+from __future__ import annotations
+
+import pickle
+import random
+from concurrent.futures import Future
+
+import pytest
+
+from atoll import Attributes, Flow, Keep, Materializer, OverflowStrategy, Sink, Source
+from atoll.ops.base import SinkStage, SourceStage, complete_promise, fail_promise, new_promise
+from atoll.stage.handlers import InHandler, OutHandler
+from atoll.stage.logic import GraphStageLogic
+from atoll.stage.signals import Signal, Watermark
+from atoll.stage.supervision import Supervision
+from atoll.testkit import TestSink
+
+W = Watermark
+CHUNK_SETTINGS = [dict(chunk_size=1), dict(chunk_size=3), dict(chunk_size=1024)]
+
+
+class Boom(Exception):
+    def __eq__(self, other):
+        return type(other) is type(self) and other.args == self.args
+
+    def __hash__(self):
+        return hash(self.args)
+
+
+def _mat(**settings):
+    return Materializer.local(**settings)
+
+
+def _outcome(graph, **settings):
+    """("ok", value) or ("err", exception) of running ``graph`` (materializing a future)."""
+    m = _mat(**settings)
+    try:
+        fut = graph.run(m)
+        try:
+            return ("ok", fut.result(10))
+        except Exception as e:  # noqa: BLE001
+            return ("err", e)
+    finally:
+        m.shutdown()
+
+
+def _same(a, b):
+    if a[0] == "err" and b[0] == "err":
+        return type(a[1]) is type(b[1]) and a[1].args == b[1].args
+    return a == b
+
+
+def check_chunked(op, data, decider=None, pre=None, post=None):
+    """``op`` between a chunked source and a seq sink: same outcome as the element-only run."""
+
+    def graph():
+        src = Source.from_iterable(list(data))
+        if pre is not None:
+            src = src.via(pre())
+        flow = op(Flow())
+        if decider is not None:
+            flow = flow.with_attributes(Attributes.supervision_strategy(decider))
+        g = src.via(flow)
+        if post is not None:
+            g = g.via(post())
+        return g.to_mat(Sink.seq(), Keep.right)
+
+    want = _outcome(graph(), fusion=False)
+    for s in CHUNK_SETTINGS:
+        got = _outcome(graph(), **s)
+        assert _same(got, want), (s, got, want)
+    return want
+
+
+def _drive(graph_fn, seed, **settings):
+    """Run ``graph_fn()`` (ending in a probe) with random demand; the events in order."""
+    rng = random.Random(seed)
+    m = _mat(**settings)
+    try:
+        probe = graph_fn().run(m)
+        events = []
+        outstanding = 0
+        while True:
+            if outstanding == 0:
+                k = rng.randint(1, 4)
+                probe.request(k)
+                outstanding += k
+            ev = probe.expect_event()
+            if ev[0] == "next":
+                events.append(ev)
+                outstanding -= 1
+            elif ev[0] == "complete":
+                events.append(ev)
+                return events
+            else:
+                events.append(("error", type(ev[1]), ev[1].args))
+                return events
+    finally:
+        m.shutdown()
+
+
+def check_probes(op, data, decider=None, seeds=range(4)):
+    """``op`` between chunk-capable neighbours, driven by a probe with random demand."""
+
+    def graph():
+        flow = op(Flow())
+        if decider is not None:
+            flow = flow.with_attributes(Attributes.supervision_strategy(decider))
+        return (Source.from_iterable(list(data)).map(lambda x: x).via(flow).map(lambda x: x)
+                .to_mat(TestSink.probe(), Keep.right))
+
+    for seed in seeds:
+        want = _drive(graph, seed, fusion=False)
+        for s in CHUNK_SETTINGS:
+            assert _drive(graph, seed, **s) == want, s
+
+
+def check(op, data, decider=None):
+    check_probes(op, data, decider)
+    return check_chunked(op, data, decider)
+
+
+# ---------------------------------------------------------------------------------------------- signal stages
+class Scripted(SourceStage):
+    """Emits ``items``: elements on demand, each ``Signal`` as soon as the elements before it are out."""
+
+    def __init__(self, items):
+        super().__init__("scripted")
+        self.items = list(items)
+
+    def create_logic(self, attributes):
+        return _ScriptedLogic(self)
+
+
+class _ScriptedLogic(GraphStageLogic, OutHandler):
+    def __init__(self, stage):
+        super().__init__(stage.shape)
+        self.out = stage.out
+        self.items = stage.items
+        self.i = 0
+        self.set_handler(self.out, self)
+
+    def pre_start(self):
+        self._signals()
+
+    def _signals(self):
+        items = self.items
+        while self.i < len(items) and isinstance(items[self.i], Signal):
+            self.emit_signal(self.out, items[self.i])
+            self.i += 1
+        if self.i >= len(items):
+            self.complete(self.out)
+
+    def on_pull(self):
+        self.push(self.out, self.items[self.i])
+        self.i += 1
+        self._signals()
+
+    def chunk_capable(self):
+        return True
+
+    def enable_chunks(self, chunk_size):
+        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk))
+
+    def on_pull_chunk(self):
+        n = self._out_conns[0].demand
+        chunk = []
+        items = self.items
+        while len(chunk) < n and self.i < len(items) and not isinstance(items[self.i], Signal):
+            chunk.append(items[self.i])
+            self.i += 1
+        self.push(self.out, chunk)
+        self._signals()
+
+
+class Recording(SinkStage):
+    """Logs every element and signal in arrival order; materializes ``Future[list]``."""
+
+    def __init__(self, chunk: int = 3):
+        super().__init__("recording")
+        self.chunk = chunk
+
+    def create_logic_and_materialized_value(self, attributes):
+        promise = new_promise()
+        return _RecordingLogic(self, promise), promise
+
+
+class _RecordingLogic(GraphStageLogic, InHandler):
+    def __init__(self, stage, promise: Future):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.promise = promise
+        self.log = []
+        self.chunked = False
+        self.chunk = stage.chunk
+        self.set_handler(self.in_, self)
+
+    def pre_start(self):
+        self._pull()
+
+    def _pull(self):
+        if self.chunked:
+            self.pull_chunk(self.in_, self.chunk)
+        else:
+            self.pull(self.in_)
+
+    def on_push(self):
+        got = self.grab(self.in_)
+        if self.chunked:
+            self.log.extend(got)
+        else:
+            self.log.append(got)
+        self._pull()
+
+    def on_signal(self, signal):
+        self.log.append(signal)
+
+    def on_upstream_finish(self):
+        complete_promise(self.promise, self.log)
+        self.complete_stage()
+
+    def on_upstream_failure(self, exc):
+        fail_promise(self.promise, exc)
+        self.fail_stage(exc)
+
+    def chunk_capable(self):
+        return True
+
+    def enable_chunks(self, chunk_size):
+        self.chunked = True
+
+
+SIGNAL_ITEMS = [W(0), 1, 2, W(5), 3, 4, 5, W(7), 6, 7, 8, 9, 10, W(11), W(12), 11, W(13)]
+
+
+def check_signals(op, items=SIGNAL_ITEMS):
+    """Elements and signals through ``op``: the chunk runs log what the element run logs, and no
+    signal comes before an output made of elements that arrived before it."""
+
+    def graph(sink_chunk):
+        return Source.from_graph(Scripted(items)).via(op(Flow())).to_mat(Recording(sink_chunk), Keep.right)
+
+    want = _outcome(graph(1), fusion=False)
+    assert want[0] == "ok", want
+    for s in CHUNK_SETTINGS:
+        for sink_chunk in (1, 2, 100):
+            got = _outcome(graph(sink_chunk), **s)
+            assert got == want, (s, sink_chunk, got, want)
+    return want[1]
+
+
+def signals_of(log):
+    return [x for x in log if isinstance(x, Signal)]
+
+
+def resuming(exc):
+    return Supervision.RESUME
+
+
+def restarting(exc):
+    return Supervision.RESTART
+
+
+DATA = list(range(1, 41))
+
+
+# ---------------------------------------------------------------------------------------------- take / drop
+@pytest.mark.parametrize("n", [0, 1, 5, 40, 100])
+def test_take(n):
+    assert check(lambda f: f.take(n), DATA) == ("ok", DATA[:n])
+
+
+def test_take_pulls_at_most_min_of_demand_and_remaining():
+    pulled = []
+    m = _mat(chunk_size=1024)
+    try:
+        fut = (Source.from_iterable(DATA).map(lambda x: pulled.append(x) or x).take(3)
+               .to_mat(Sink.seq(), Keep.right).run(m))
+        assert fut.result(10) == [1, 2, 3]
+    finally:
+        m.shutdown()
+    assert pulled == [1, 2, 3]
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 40, 100])
+def test_drop(n):
+    assert check(lambda f: f.drop(n), DATA) == ("ok", DATA[n:])
+
+
+def _pred(limit, bad=()):
+    def p(x):
+        if x in bad:
+            raise Boom(x)
+        return x < limit
+    return p
+
+
+@pytest.mark.parametrize("inclusive", [False, True])
+@pytest.mark.parametrize("limit", [1, 7, 100])
+def test_take_while(limit, inclusive):
+    want = [x for x in DATA if x < limit] + ([limit] if inclusive and limit <= 40 else [])
+    assert check(lambda f: f.take_while(_pred(limit), inclusive), DATA) == ("ok", want)
+
+
+@pytest.mark.parametrize("decider", [None, resuming, restarting])
+def test_take_while_supervised(decider):
+    out = check(lambda f: f.take_while(_pred(20, bad={3, 4, 9})), DATA, decider)
+    if decider is None:
+        assert out[0] == "err" and out[1] == Boom(3)
+    else:
+        assert out == ("ok", [x for x in range(1, 20) if x not in (3, 4, 9)])
+
+
+@pytest.mark.parametrize("limit", [1, 7, 100])
+def test_drop_while(limit):
+    assert check(lambda f: f.drop_while(_pred(limit)), DATA) == ("ok", [x for x in DATA if x >= limit])
+
+
+@pytest.mark.parametrize("decider", [None, resuming, restarting])
+def test_drop_while_supervised(decider):
+    out = check(lambda f: f.drop_while(_pred(10, bad={2, 3, 12})), DATA, decider)
+    if decider is None:
+        assert out[0] == "err" and out[1] == Boom(2)
+    else:
+        assert out == ("ok", list(range(10, 41)))
+
+
+def test_slicing_failure_after_elements():
+    def src_fail():
+        return Flow().map(lambda x: x if x != 30 else 1 // 0)
+
+    for op in (lambda f: f.take(35), lambda f: f.drop(3), lambda f: f.take_while(lambda x: True),
+               lambda f: f.drop_while(lambda x: x < 5)):
+        got = check_chunked(op, DATA, pre=src_fail)
+        assert got[0] == "err" and isinstance(got[1], ZeroDivisionError)
+
+
+def test_slicing_state_hooks():
+    from atoll.ops.slicing import Drop, DropWhile, Take
+    for stage in (Take(5), Drop(5)):
+        logic = stage.create_logic(Attributes.none)
+        logic.left = 2
+        snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+        logic.reset_state()
+        assert logic.left == 5
+        logic.restore_state(snap)
+        assert logic.left == 2
+    logic = DropWhile(bool).create_logic(Attributes.none)
+    logic.dropping = False
+    snap = logic.snapshot_state()
+    logic.reset_state()
+    assert logic.dropping is True
+    logic.restore_state(snap)
+    assert logic.dropping is False
+
+
+@pytest.mark.parametrize("op", [lambda f: f.take(9), lambda f: f.drop(3), lambda f: f.take_while(lambda x: x < 8),
+                                lambda f: f.drop_while(lambda x: x < 4)])
+def test_slicing_signals_keep_their_place(op):
+    check_signals(op)
