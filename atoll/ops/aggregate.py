@@ -1,14 +1,22 @@
-"""Aggregating operators: scan, fold, reduce, grouped, sliding."""
+"""Aggregating operators: scan, fold, reduce, grouped, sliding.
+
+scan, fold, grouped and sliding have chunk forms (``atoll.islands.chunking``) keeping the
+per-element semantics: grouped and sliding ask upstream for exactly the elements that make the
+windows downstream asked for, user functions are supervised per element. grouped and sliding hold
+elements back, so they hold the control signals that arrived after those elements too: a signal
+goes out right after the output holding the last element that arrived before it.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from ..errors import NoSuchElementError
-from ..stage.handlers import InOutHandler
-from ..stage.supervision import Supervision, decide
+from ..stage.supervision import supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int
+from .slicing import _ChunkFlow, supervise_chunk
 
 
+# ---------------------------------------------------------------------------------------------- scan
 class Scan(FlowStage):
     """Emits ``zero``, then ``acc = fn(acc, elem)`` for every element.
 
@@ -26,47 +34,90 @@ class Scan(FlowStage):
         self.fn = fn
 
     def create_logic(self, attributes):
-        stage = self
-        decider = decider_of(attributes)
+        return _ScanLogic(self, decider_of(attributes))
 
-        class Logic(FlowLogic):
-            def __init__(self):
-                super().__init__(stage)
-                self.acc = stage.zero
-                # until zero is out: pushes cannot happen, completion must still flush zero
-                self.set_handler(stage.in_, InOutHandler(on_push=lambda: None, on_upstream_finish=self._finish_before_zero))
-                self.set_handler(stage.out, InOutHandler(on_pull=self._push_zero))
 
-            def _finish_before_zero(self):
-                def pull_then_done():
+class _ScanLogic(_ChunkFlow, FlowLogic):
+    def __init__(self, stage: Scan, decider):
+        super().__init__(stage)
+        self.zero = stage.zero
+        self.fn = stage.fn
+        self.decider = decider
+        self.acc = stage.zero
+        self.zero_out = False  # zero goes out on the first pull, before anything is pulled upstream
+        self._restarted = False
+
+    def _push_zero(self, item) -> None:
+        self.zero_out = True
+        self.push(self.out, item)
+        if self.is_closed(self.in_):
+            self.complete_stage()
+
+    def on_pull(self):
+        if not self.zero_out:
+            self._push_zero(self.acc)
+        else:
+            self.pull(self.in_)
+
+    def on_pull_chunk(self):
+        if not self.zero_out:
+            self._push_zero([self.acc])
+        else:
+            self.pull_chunk(self.in_, self._out_conns[0].demand)
+
+    def on_upstream_finish(self):
+        if self.zero_out:
+            self.complete_stage()
+        # else: zero still goes out on the first pull, then the stage completes
+
+    def reset_state(self) -> None:
+        self.acc = self.zero
+        self._restarted = True
+
+    def snapshot_state(self):
+        return (self.acc, self.zero_out)
+
+    def restore_state(self, state) -> None:
+        self.acc, self.zero_out = state
+
+    def on_push(self):
+        try:
+            self.acc = self.fn(self.acc, self.grab(self.in_))
+            self.push(self.out, self.acc)
+        except Exception as e:  # noqa: BLE001
+            self._restarted = False
+            if supervise(self, self.decider, e):
+                if self._restarted:  # Restart emits zero again
                     self.push(self.out, self.acc)
-                    self.complete_stage()
+                elif not self.has_been_pulled(self.in_):
+                    self.pull(self.in_)
 
-                self.set_handler(self.out, InOutHandler(on_pull=pull_then_done))
+    def on_push_chunk(self):
+        fn = self.fn
+        res: list = []
+        ap = res.append
+        acc = self.acc
+        for x in self.grab(self.in_):
+            try:
+                acc = fn(acc, x)
+            except Exception as e:  # noqa: BLE001
+                self.acc = acc
+                self._restarted = False
+                if not supervise_chunk(self, e, res):
+                    return
+                if self._restarted:
+                    acc = self.acc
+                    ap(acc)
+                continue
+            ap(acc)
+        self.acc = acc
+        if res:
+            self.push(self.out, res)
+        else:
+            self.pull_again()
 
-            def _push_zero(self):
-                self.push(self.out, self.acc)
-                self.set_handler(self.in_, self)
-                self.set_handler(self.out, self)
 
-            def on_push(self):
-                try:
-                    self.acc = stage.fn(self.acc, self.grab(self.in_))
-                    self.push(self.out, self.acc)
-                except Exception as e:  # noqa: BLE001
-                    d = decide(decider, e)
-                    if d == Supervision.STOP:
-                        self.fail_stage(e)
-                    elif d == Supervision.RESUME:
-                        if not self.has_been_pulled(self.in_):
-                            self.pull(self.in_)
-                    else:
-                        self.acc = stage.zero
-                        self.push(self.out, self.acc)
-
-        return Logic()
-
-
+# ---------------------------------------------------------------------------------------------- fold
 class Fold(FlowStage):
     """Folds every element into ``fn(acc, elem)`` and emits the result when upstream completes.
 
@@ -83,39 +134,76 @@ class Fold(FlowStage):
         self.fn = fn
 
     def create_logic(self, attributes):
-        stage = self
-        decider = decider_of(attributes)
+        return _FoldFlowLogic(self, decider_of(attributes))
 
-        class Logic(FlowLogic):
-            acc = stage.zero
 
-            def on_push(self):
-                elem = self.grab(self.in_)
-                try:
-                    self.acc = stage.fn(self.acc, elem)
-                except Exception as e:  # noqa: BLE001
-                    d = decide(decider, e)
-                    if d == Supervision.STOP:
-                        self.fail_stage(e)
-                        return
-                    if d == Supervision.RESTART:
-                        self.acc = stage.zero
-                if not self.is_closed(self.in_):
-                    self.pull(self.in_)
+class _FoldFlowLogic(_ChunkFlow, FlowLogic):
+    def __init__(self, stage: Fold, decider):
+        super().__init__(stage)
+        self.zero = stage.zero
+        self.fn = stage.fn
+        self.decider = decider
+        self.acc = stage.zero
 
-            def on_pull(self):
-                if self.is_closed(self.in_):
-                    self.push(self.out, self.acc)
-                    self.complete_stage()
-                elif not self.has_been_pulled(self.in_):
-                    self.pull(self.in_)
+    def _pull_more(self) -> None:
+        if self.chunked:
+            self.pull_chunk(self.in_, self.chunk_size)
+        else:
+            self.pull(self.in_)
 
-            def on_upstream_finish(self):
-                if self.is_available(self.out):
-                    self.push(self.out, self.acc)
-                    self.complete_stage()
+    def _emit_result(self) -> None:
+        self.push(self.out, [self.acc] if self.chunked else self.acc)
+        self.complete_stage()
 
-        return Logic(self)
+    def on_push(self):
+        elem = self.grab(self.in_)
+        try:
+            self.acc = self.fn(self.acc, elem)
+        except Exception as e:  # noqa: BLE001
+            if not supervise(self, self.decider, e):
+                return
+        if not self.is_closed(self.in_):
+            self.pull(self.in_)
+
+    def on_push_chunk(self):
+        fn = self.fn
+        acc = self.acc
+        for x in self.grab(self.in_):
+            try:
+                acc = fn(acc, x)
+            except Exception as e:  # noqa: BLE001
+                self.acc = acc
+                if not supervise(self, self.decider, e):
+                    return
+                acc = self.acc
+        self.acc = acc
+        if not self.is_closed(self.in_):
+            self._pull_more()
+
+    def on_pull(self):
+        if self.is_closed(self.in_):
+            self._emit_result()
+        elif not self.has_been_pulled(self.in_):
+            self._pull_more()
+
+    on_pull_chunk = on_pull
+
+    def on_upstream_finish(self):
+        if self.is_available(self.out):
+            self._emit_result()
+
+    def reset_state(self) -> None:
+        self.acc = self.zero
+
+    def snapshot_state(self):
+        return self.acc
+
+    def restore_state(self, state) -> None:
+        self.acc = state
+
+
+# ---------------------------------------------------------------------------------------------- reduce
+_EMPTY = object()
 
 
 class Reduce(FlowStage):
@@ -132,36 +220,156 @@ class Reduce(FlowStage):
         self.fn = fn
 
     def create_logic(self, attributes):
-        stage = self
-        decider = decider_of(attributes)
-        empty = object()
+        return _ReduceLogic(self, decider_of(attributes))
 
-        class Logic(FlowLogic):
-            acc = empty
 
-            def on_push(self):
-                elem = self.grab(self.in_)
-                if self.acc is empty:
-                    self.acc = elem
-                else:
-                    try:
-                        self.acc = stage.fn(self.acc, elem)
-                    except Exception as e:  # noqa: BLE001
-                        d = decide(decider, e)
-                        if d == Supervision.STOP:
-                            self.fail_stage(e)
-                            return
-                        if d == Supervision.RESTART:
-                            self.acc = empty
-                self.pull(self.in_)
+class _ReduceLogic(FlowLogic):
+    def __init__(self, stage: Reduce, decider):
+        super().__init__(stage)
+        self.fn = stage.fn
+        self.decider = decider
+        self.acc = _EMPTY
 
-            def on_upstream_finish(self):
-                if self.acc is empty:
-                    self.fail_stage(NoSuchElementError("reduce over empty stream"))
-                else:
-                    self.emit(self.out, self.acc, self.complete_stage)
+    def on_push(self):
+        elem = self.grab(self.in_)
+        if self.acc is _EMPTY:
+            self.acc = elem
+        else:
+            try:
+                self.acc = self.fn(self.acc, elem)
+            except Exception as e:  # noqa: BLE001
+                if not supervise(self, self.decider, e):
+                    return
+        self.pull(self.in_)
 
-        return Logic(self)
+    def on_upstream_finish(self):
+        if self.acc is _EMPTY:
+            self.fail_stage(NoSuchElementError("reduce over empty stream"))
+        else:
+            self.emit(self.out, self.acc, self.complete_stage)
+
+    def reset_state(self) -> None:
+        self.acc = _EMPTY
+
+    def snapshot_state(self):
+        return None if self.acc is _EMPTY else (self.acc,)
+
+    def restore_state(self, state) -> None:
+        self.acc = _EMPTY if state is None else state[0]
+
+
+# ---------------------------------------------------------------------------------------------- windows
+class _WindowLogic(_ChunkFlow, FlowLogic):
+    """grouped and sliding: elements go through ``step(x)`` one by one, which returns a finished
+    window or None. ``received`` counts the elements that arrived, ``settled`` the leading ones that
+    are out (in a window) or will never be; a signal that arrived after ``received == k`` elements is
+    held until ``settled >= k`` and goes out right after the window that settled them. In the chunk
+    form the elements of a chunk not yet turned into windows wait in ``inq`` (a window is pushed
+    alone when a held signal must follow it)."""
+
+    def __init__(self, stage):
+        super().__init__(stage)
+        self.reset_state()
+        self.received = 0
+        self.settled = 0
+        self.marks: list = []  # [received-count, signal], in arrival order
+        self.inq: list = []
+        self.pos = 0
+
+    # --- subclass API
+    def step(self, x):
+        raise TypeError("subclass must implement step")
+
+    def partial(self):
+        """The last window when upstream completed (None when there is none)."""
+        raise TypeError("subclass must implement partial")
+
+    def need(self, windows: int) -> int:
+        """How many elements make the next ``windows`` windows."""
+        raise TypeError("subclass must implement need")
+
+    # --- signals
+    def on_signal(self, signal) -> None:
+        if not self.marks and self.settled >= self.received:
+            self.emit_signal(self.out, signal)
+        else:
+            self.marks.append([self.received, signal])
+
+    def _release(self) -> None:
+        marks = self.marks
+        while marks and marks[0][0] <= self.settled:
+            self.emit_signal(self.out, marks.pop(0)[1])
+
+    def _finish(self) -> None:
+        last = self.partial()
+        self.settled = self.received
+        if last is not None:
+            self.emit(self.out, [last] if self.chunked else last)
+        self._release()
+        self.complete_stage()
+
+    # --- element form
+    def on_push(self):
+        self.received += 1
+        w = self.step(self.grab(self.in_))
+        if w is not None:
+            self.push(self.out, w)
+            self._release()
+        else:
+            self.pull(self.in_)
+
+    def on_upstream_finish(self):
+        if self.pos >= len(self.inq):
+            self._finish()
+        # else the elements still waiting in inq go first (on the next pulls)
+
+    # --- chunk form
+    def on_push_chunk(self):
+        chunk = self.grab(self.in_)
+        self.received += len(chunk)
+        self.inq, self.pos = chunk, 0
+        self._drain()
+
+    def on_pull_chunk(self):
+        if self.pos < len(self.inq):
+            self._drain()
+        elif self.is_closed(self.in_):
+            self._finish()
+        else:
+            self.pull_chunk(self.in_, self.need(self._out_conns[0].demand))
+
+    def _drain(self) -> None:
+        d = self._out_conns[0].demand
+        inq, pos, n = self.inq, self.pos, len(self.inq)
+        marks = self.marks
+        step = self.step
+        windows: list = []
+        while pos < n:
+            w = step(inq[pos])
+            pos += 1
+            if w is not None:
+                windows.append(w)
+                if len(windows) >= d or (marks and marks[0][0] <= self.settled):
+                    break
+        self.pos = pos
+        if pos >= n:
+            self.inq, self.pos = [], 0
+        if windows:
+            self.push(self.out, windows)
+            self._release()
+            if self.pos == 0 and self.is_closed(self.in_):
+                self._finish()
+        elif self.is_closed(self.in_):
+            self._finish()
+        else:
+            self.pull_chunk(self.in_, self.need(d))
+
+    def snapshot_state(self):
+        return (self.window_state(), self.received, self.settled)
+
+    def restore_state(self, state) -> None:
+        ws, self.received, self.settled = state
+        self.restore_window_state(ws)
 
 
 class Grouped(FlowStage):
@@ -177,30 +385,37 @@ class Grouped(FlowStage):
         self.n = n
 
     def create_logic(self, attributes):
-        n = self.n
+        return _GroupedLogic(self)
 
-        class Logic(FlowLogic):
-            buf: list
 
-            def pre_start(self):
-                self.buf = []
+class _GroupedLogic(_WindowLogic):
+    def __init__(self, stage: Grouped):
+        self.n = stage.n
+        super().__init__(stage)
 
-            def on_push(self):
-                buf = self.buf
-                buf.append(self.grab(self.in_))
-                if len(buf) == n:
-                    self.buf = []
-                    self.push(self.out, buf)
-                else:
-                    self.pull(self.in_)
+    def step(self, x):
+        buf = self.buf
+        buf.append(x)
+        if len(buf) == self.n:
+            self.buf = []
+            self.settled += self.n
+            return buf
+        return None
 
-            def on_upstream_finish(self):
-                if self.buf:
-                    self.emit(self.out, self.buf, self.complete_stage)
-                else:
-                    self.complete_stage()
+    def partial(self):
+        return self.buf or None
 
-        return Logic(self)
+    def need(self, windows: int) -> int:
+        return windows * self.n - len(self.buf)
+
+    def reset_state(self) -> None:
+        self.buf = []
+
+    def window_state(self):
+        return list(self.buf)
+
+    def restore_window_state(self, state) -> None:
+        self.buf = list(state)
 
 
 class Sliding(FlowStage):
@@ -219,37 +434,53 @@ class Sliding(FlowStage):
         self.step = step
 
     def create_logic(self, attributes):
-        n, step = self.n, self.step
+        return _SlidingLogic(self)
 
-        class Logic(FlowLogic):
-            buf: list
 
-            def pre_start(self):
-                self.buf = []
+class _SlidingLogic(_WindowLogic):
+    def __init__(self, stage: Sliding):
+        self.n = stage.n
+        self.stride = stage.step
+        super().__init__(stage)
 
-            def on_push(self):
-                buf = self.buf
-                buf.append(self.grab(self.in_))
-                size = len(buf)
-                if size < n:
-                    self.pull(self.in_)
-                elif size == n:
-                    self.push(self.out, list(buf))
-                elif step <= n:
-                    del buf[:step]
-                    if len(buf) == n:
-                        self.push(self.out, list(buf))
-                    else:
-                        self.pull(self.in_)
-                else:
-                    if size == step:
-                        del buf[:step]
-                    self.pull(self.in_)
+    def step(self, x):
+        buf, n, stride = self.buf, self.n, self.stride
+        buf.append(x)
+        size = len(buf)
+        if size < n:
+            return None
+        if size == n:
+            # elements between this window and the next one (step > n) will never go out
+            self.settled = self.base + max(n, stride)
+            return list(buf)
+        if stride <= n:
+            del buf[:stride]
+            self.base += stride
+            if len(buf) == n:
+                self.settled = self.base + n
+                return list(buf)
+            return None
+        if size == stride:
+            del buf[:stride]
+            self.base += stride
+        return None
 
-            def on_upstream_finish(self):
-                if 0 < len(self.buf) < n:
-                    self.emit(self.out, list(self.buf), self.complete_stage)
-                else:
-                    self.complete_stage()
+    def partial(self):
+        buf = self.buf
+        return list(buf) if 0 < len(buf) < self.n else None
 
-        return Logic(self)
+    def need(self, windows: int) -> int:
+        size = len(self.buf)
+        first = self.n - size if size < self.n else self.stride + self.n - size
+        return first + (windows - 1) * self.stride
+
+    def reset_state(self) -> None:
+        self.buf = []
+        self.base = 0  # index (in the stream) of buf[0]
+
+    def window_state(self):
+        return (list(self.buf), self.base)
+
+    def restore_window_state(self, state) -> None:
+        buf, self.base = state
+        self.buf = list(buf)

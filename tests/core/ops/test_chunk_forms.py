@@ -361,3 +361,146 @@ def test_slicing_state_hooks():
                                 lambda f: f.drop_while(lambda x: x < 4)])
 def test_slicing_signals_keep_their_place(op):
     check_signals(op)
+
+
+# ---------------------------------------------------------------------------------------------- scan / fold
+def _adder(bad=()):
+    def f(acc, x):
+        if x in bad:
+            raise Boom(x)
+        return acc + x
+    return f
+
+
+@pytest.mark.parametrize("data", [[], [5], DATA])
+def test_scan(data):
+    want = [0]
+    for x in data:
+        want.append(want[-1] + x)
+    assert check(lambda f: f.scan(0, _adder()), data) == ("ok", want)
+
+
+@pytest.mark.parametrize("decider", [None, resuming, restarting])
+def test_scan_supervised(decider):
+    out = check(lambda f: f.scan(0, _adder(bad={3, 4, 17})), DATA, decider)
+    if decider is None:
+        assert out[0] == "err" and out[1] == Boom(3)
+    else:
+        assert out[0] == "ok" and len(out[1]) == (41 if decider is restarting else 38)
+
+
+@pytest.mark.parametrize("data", [[], [5], DATA])
+def test_fold(data):
+    assert check(lambda f: f.fold(0, _adder()), data) == ("ok", [sum(data)])
+
+
+@pytest.mark.parametrize("decider", [None, resuming, restarting])
+def test_fold_supervised(decider):
+    out = check(lambda f: f.fold(0, _adder(bad={3, 4, 17})), DATA, decider)
+    if decider is None:
+        assert out[0] == "err" and out[1] == Boom(3)
+    elif decider is resuming:
+        assert out == ("ok", [sum(DATA) - 24])
+    else:
+        assert out == ("ok", [sum(range(18, 41))])
+
+
+def test_reduce_supervised():
+    for decider in (None, resuming, restarting):
+        check(lambda f: f.reduce(_adder(bad={3, 4, 17})), DATA, decider)
+
+
+def test_scan_fold_state_hooks():
+    from atoll.ops.aggregate import Fold, Scan
+    logic = Scan(0, _adder()).create_logic(Attributes.none)
+    logic.acc, logic.zero_out = 7, True
+    snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+    logic.reset_state()
+    assert logic.acc == 0
+    logic.restore_state(snap)
+    assert (logic.acc, logic.zero_out) == (7, True)
+    logic = Fold(0, _adder()).create_logic(Attributes.none)
+    logic.acc = 9
+    snap = logic.snapshot_state()
+    logic.reset_state()
+    assert logic.acc == 0
+    logic.restore_state(snap)
+    assert logic.acc == 9
+
+
+def test_scan_and_fold_failure_after_elements():
+    def src_fail():
+        return Flow().map(lambda x: x if x != 30 else 1 // 0)
+
+    for op in (lambda f: f.scan(0, _adder()), lambda f: f.fold(0, _adder())):
+        got = check_chunked(op, DATA, pre=src_fail)
+        assert got[0] == "err" and isinstance(got[1], ZeroDivisionError)
+
+
+# ---------------------------------------------------------------------------------------------- grouped / sliding
+@pytest.mark.parametrize("n", [1, 3, 7, 40, 50])
+@pytest.mark.parametrize("data", [[], [1], DATA])
+def test_grouped(n, data):
+    want = [data[i:i + n] for i in range(0, len(data), n)]
+    assert check(lambda f: f.grouped(n), data) == ("ok", want)
+
+
+@pytest.mark.parametrize("n,step", [(1, 1), (3, 1), (3, 2), (3, 3), (2, 5), (4, 7), (5, 2)])
+@pytest.mark.parametrize("data", [[], [1], [1, 2], DATA[:13]])
+def test_sliding(n, step, data):
+    out = check(lambda f: f.sliding(n, step), data)
+    assert out[0] == "ok"
+    # every output is a window of consecutive elements, in order
+    for w in out[1]:
+        assert w == data[data.index(w[0]):data.index(w[0]) + len(w)]
+
+
+def test_grouped_and_sliding_failure_after_elements():
+    def src_fail():
+        return Flow().map(lambda x: x if x != 30 else 1 // 0)
+
+    for op in (lambda f: f.grouped(4), lambda f: f.sliding(3, 2)):
+        got = check_chunked(op, DATA, pre=src_fail)
+        assert got[0] == "err" and isinstance(got[1], ZeroDivisionError)
+
+
+@pytest.mark.parametrize("op", [lambda f: f.grouped(1), lambda f: f.grouped(3), lambda f: f.grouped(50),
+                                lambda f: f.sliding(3), lambda f: f.sliding(3, 2), lambda f: f.sliding(2, 4),
+                                lambda f: f.sliding(4, 3)])
+def test_windows_hold_signals_behind_their_elements(op):
+    log = check_signals(op)
+    assert signals_of(log) == signals_of(SIGNAL_ITEMS)
+    # no signal comes before a window holding an element that arrived before it
+    seen = 0
+    before = {}
+    for x in SIGNAL_ITEMS:
+        if isinstance(x, Signal):
+            before[x] = seen
+        else:
+            seen = x
+    out_max = 0
+    for x in log:
+        if isinstance(x, Signal):
+            assert out_max >= min(before[x], _last_emittable(op, before[x])), (x, log)
+        else:
+            out_max = max(out_max, max(x))
+
+
+def _last_emittable(op, k):
+    # the largest element <= k that appears in some output of op over 1..11
+    outs = check_chunked(op, list(range(1, 12)))[1]
+    cands = [x for w in outs for x in w if x <= k]
+    return max(cands) if cands else 0
+
+
+def test_window_state_hooks():
+    from atoll.ops.aggregate import Grouped, Sliding
+    for stage in (Grouped(3), Sliding(3, 2)):
+        logic = stage.create_logic(Attributes.none)
+        logic.step(1)
+        logic.step(2)
+        snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+        logic.reset_state()
+        assert logic.buf == []
+        logic.restore_state(snap)
+        assert logic.buf == [1, 2]
