@@ -7,8 +7,9 @@ from typing import Any, Callable, Optional
 
 from ..stage.attributes import LogLevels
 from ..stage.handlers import InHandler
-from ..stage.supervision import Supervision, decide
+from ..stage.supervision import supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable
+from .slicing import _ChunkFlow
 
 _UNSET = object()
 
@@ -70,15 +71,35 @@ class ZipWithIndex(FlowStage):
         super().__init__("zip_with_index")
 
     def create_logic(self, attributes):
-        class Logic(FlowLogic):
-            index = 0
+        return _ZipWithIndexLogic(self)
 
-            def on_push(self):
-                i = self.index
-                self.index = i + 1
-                self.push(self.out, (self.grab(self.in_), i))
 
-        return Logic(self)
+class _ZipWithIndexLogic(_ChunkFlow, FlowLogic):
+    """Chunk form: demand passes straight upstream, each chunk is paired with the next indices."""
+
+    def __init__(self, stage: ZipWithIndex):
+        super().__init__(stage)
+        self.index = 0
+
+    def on_push(self):
+        i = self.index
+        self.index = i + 1
+        self.push(self.out, (self.grab(self.in_), i))
+
+    def on_push_chunk(self):
+        chunk = self.grab(self.in_)
+        i = self.index
+        self.index = i + len(chunk)
+        self.push(self.out, list(zip(chunk, range(i, i + len(chunk)))))
+
+    def reset_state(self) -> None:
+        self.index = 0
+
+    def snapshot_state(self):
+        return self.index
+
+    def restore_state(self, state) -> None:
+        self.index = state
 
 
 class DropRepeated(FlowStage):
@@ -96,37 +117,37 @@ class DropRepeated(FlowStage):
         self.eq = eq
 
     def create_logic(self, attributes):
-        eq = self.eq
-        decider = decider_of(attributes)
+        return _DropRepeatedLogic(self, decider_of(attributes))
 
-        class Logic(FlowLogic):
-            last = _UNSET
 
-            def on_push(self):
-                elem = self.grab(self.in_)
-                last = self.last
-                if last is _UNSET:
-                    self.last = elem
-                    self.push(self.out, elem)
-                    return
-                try:
-                    repeated = eq(last, elem)
-                except Exception as e:  # noqa: BLE001
-                    d = decide(decider, e)
-                    if d == Supervision.STOP:
-                        self.fail_stage(e)
-                        return
-                    if d == Supervision.RESTART:
-                        self.last = _UNSET
-                    self.pull(self.in_)
-                    return
-                self.last = elem
-                if repeated:
-                    self.pull(self.in_)
-                else:
-                    self.push(self.out, elem)
+class _DropRepeatedLogic(FlowLogic):
+    def __init__(self, stage: DropRepeated, decider):
+        super().__init__(stage)
+        self.eq = stage.eq
+        self.decider = decider
+        self.last = _UNSET
 
-        return Logic(self)
+    def on_push(self):
+        elem = self.grab(self.in_)
+        last = self.last
+        if last is _UNSET:
+            self.last = elem
+            self.push(self.out, elem)
+            return
+        try:
+            repeated = self.eq(last, elem)
+        except Exception as e:  # noqa: BLE001
+            if supervise(self, self.decider, e):
+                self.pull(self.in_)
+            return
+        self.last = elem
+        if repeated:
+            self.pull(self.in_)
+        else:
+            self.push(self.out, elem)
+
+    def reset_state(self) -> None:
+        self.last = _UNSET
 
 
 LOG_OFF = -1
@@ -182,9 +203,7 @@ class Log(FlowStage):
                         logger.log(on_element, "[%s] Element: %s", name, extract(elem) if extract is not None else elem)
                     self.push(self.out, elem)
                 except Exception as e:  # noqa: BLE001
-                    if decide(decider, e) == Supervision.STOP:
-                        self.fail_stage(e)
-                    else:
+                    if supervise(self, decider, e):
                         self.pull(self.in_)
 
             def on_upstream_finish(self):

@@ -504,3 +504,30 @@ def test_window_state_hooks():
         assert logic.buf == []
         logic.restore_state(snap)
         assert logic.buf == [1, 2]
+
+
+# ---------------------------------------------------------------------------------------------- zip_with_index
+@pytest.mark.parametrize("data", [[], [7], DATA])
+def test_zip_with_index(data):
+    assert check(lambda f: f.zip_with_index(), data) == ("ok", [(x, i) for i, x in enumerate(data)])
+
+
+def test_zip_with_index_after_a_resumed_filter_and_state_hooks():
+    def odd(x):
+        if x == 5:
+            raise Boom(x)
+        return x % 2
+
+    check(lambda f: f.filter(odd).zip_with_index(), DATA, resuming)
+    from atoll.ops.sequence import ZipWithIndex
+    logic = ZipWithIndex().create_logic(Attributes.none)
+    logic.index = 4
+    snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+    logic.reset_state()
+    assert logic.index == 0
+    logic.restore_state(snap)
+    assert logic.index == 4
+
+
+def test_zip_with_index_signals():
+    check_signals(lambda f: f.zip_with_index())
