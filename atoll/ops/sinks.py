@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 from ..errors import NoSuchElementError, abrupt_termination
 from ..markers import Done, NotUsed
 from ..stage.handlers import InHandler
+from ..stage.chunk_budget import ChunkBudget, now
 from ..stage.logic import GraphStageLogic
 from ..stage.supervision import Supervision, decide
 from .base import SinkStage, complete_promise, decider_of, fail_promise, new_promise, require_callable
@@ -44,22 +45,30 @@ class _ChunkSinkLogic(_PromiseSinkLogic):
     """A promise sink with a chunk form: it asks for ``chunk_size`` elements per pull (its demand is
     unbounded) and handles each chunk with ``on_push_chunk``; ``result()`` is the promise's value."""
 
-    chunk_size = 1
+    budget = None
 
     def chunk_capable(self) -> bool:
         return True
 
     def enable_chunks(self, chunk_size: int) -> None:
-        self.chunk_size = chunk_size
-        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+        self.budget = ChunkBudget(chunk_size)
+        self.set_handler(self.in_, InHandler(on_push=self._timed_push_chunk, on_upstream_finish=self.on_upstream_finish,
                                              on_upstream_failure=self.on_upstream_failure))
 
     def pre_start(self):
-        self._in_conns[0].demand = self.chunk_size
+        if self.budget is not None:
+            self._in_conns[0].demand = self.budget.size
         self.pull(self.in_)
 
+    def _timed_push_chunk(self):
+        slot = self._in_conns[0].slot
+        n = len(slot) if type(slot) is list else 1
+        t0 = now()
+        self.on_push_chunk()
+        self.budget.update(n, now() - t0)
+
     def _pull_more(self) -> None:
-        self._in_conns[0].demand = self.chunk_size
+        self._in_conns[0].demand = self.budget.size
         self.pull(self.in_)
 
     def result(self) -> Any:

@@ -12,6 +12,7 @@ from ..errors import PortStateError
 from ..stage.handlers import InHandler, OutHandler
 from ..stage.supervision import Supervision, decide, supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable
+from ..stage.chunk_budget import ChunkBudget, now
 from .forms import FILTER, MAP, MAP_CONCAT, StatelessForm
 
 _NOTHING = object()
@@ -41,19 +42,28 @@ def _push_or_pull(logic, res: list) -> None:
 class _StatelessChunkForm:
     """Chunk form of a one-in one-out logic that keeps no elements: demand passes straight upstream."""
 
+    budget = None
+
     def chunk_capable(self) -> bool:
         return True
 
     def enable_chunks(self, chunk_size: int) -> None:
-        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+        self.budget = ChunkBudget(chunk_size)
+        self.set_handler(self.in_, InHandler(on_push=self._timed_push_chunk, on_upstream_finish=self.on_upstream_finish,
                                              on_upstream_failure=self.on_upstream_failure))
         self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
 
     def on_pull_chunk(self):
-        out_conn = self._out_conns[0]
         in_conn = self._in_conns[0]
-        in_conn.demand = out_conn.demand
+        in_conn.demand = min(self._out_conns[0].demand, self.budget.size)
         self.pull(self.in_)
+
+    def _timed_push_chunk(self):
+        slot = self._in_conns[0].slot
+        n = len(slot) if type(slot) is list else 1
+        t0 = now()
+        self.on_push_chunk()
+        self.budget.update(n, now() - t0)
 
 
 class Map(FlowStage):
