@@ -2,7 +2,7 @@
 
 A chunk is handled in one interpreter event, and an island's thread serves nothing else meanwhile (kill
 switches, channel messages, timers). So a stage that calls user code sizes its pulls so that one chunk
-takes about ``TARGET`` seconds of its own work: it starts small, doubles while full chunks stay quick,
+takes about ``TARGET`` seconds of its own work: it starts small, doubles while chunks stay quick,
 and shrinks to what fits the target when they do not (one element at a time for a slow function). Asking
 for fewer elements than downstream wants is always allowed; the per-element semantics do not change.
 """
@@ -25,8 +25,8 @@ class ChunkBudget:
         """``n`` elements of the last chunk took ``seconds`` of this stage's work."""
         if seconds > TARGET:
             self.size = max(1, min(self.size, int(n * TARGET / seconds)))
-        elif n >= self.size and self.size < self.limit:
-            self.size = min(self.limit, self.size * 2)
+        elif seconds < TARGET / 2 and self.size < self.limit:
+            self.size = min(self.limit, self.size * 2)  # (a short chunk, e.g. after a filter, still says "cheap")
 
 
 now = perf_counter  # real time on purpose: the budget bounds CPU time per event, not stream semantics
