@@ -280,37 +280,6 @@ def _check_demand_logs(chunked, plain):
             assert c == p, f"stage {i} (0 = source): calls differ"
 
 
-@pytest.mark.xfail(strict=True, reason="chunk path: a Stop failure inside a chunk lets the upstream stages "
-                   "finish that chunk (bounded by the outstanding demand); unfused they stop at the failing element")
-def test_upstream_calls_stop_at_a_downstream_failure_under_bounded_demand():
-    logs = {}
-    for fusion in (True, False):
-        reads, a_calls = [], []
-
-        def gen():
-            for i in range(100):
-                reads.append(i)
-                yield i
-
-        def b(x):
-            if x == 2:
-                raise Boom("b fails on 2")
-            return x
-
-        mat = Materializer.local(fusion=fusion)
-        try:
-            probe = Source.from_iterator(gen).map(lambda x: a_calls.append(x) or x).map(b).run_with(TestSink.probe(), mat)
-            probe.request(5)
-            probe.expect_next(0, 1)
-            assert isinstance(probe.expect_error(), Boom)
-            probe.expect_no_message(0.02)
-        finally:
-            mat.shutdown()
-        logs[fusion] = (reads, a_calls)
-    assert logs[False] == ([0, 1, 2], [0, 1, 2])
-    assert logs[True] == logs[False]  # chunked: ([0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
-
-
 @pytest.mark.parametrize("seed", range(80))
 def test_random_failures_and_supervision_on_map_filter_fold(seed):
     # denser failures than above, every stage supervised at random: results and per-stage calls equal
@@ -491,60 +460,6 @@ def _fail_at(n):
         return x
 
     return f
-
-
-@pytest.mark.xfail(strict=True, reason="chunk path: with failures in several branches of a Broadcast/Zip, the "
-                   "branch that fails first in time wins, not the one failing at the earliest element")
-def test_the_earliest_failure_of_several_branches_wins():
-    def graph(b, s):
-        bc, z = b.add(Broadcast(2)), b.add(Zip())
-        Source.range(0, 10) >> bc.in_
-        bc.out(0) >> Flow().map(lambda x: x).map(_fail_at(5)) >> z.in0
-        bc.out(1) >> Flow().map(_fail_at(7)) >> z.in1
-        z.out >> s.in_
-        return ClosedShape
-
-    outs = {}
-    for fusion in (False, True):
-        mat = Materializer.local(fusion=fusion)
-        try:
-            outs[fusion] = _outcome(RunnableGraph.from_graph(GraphDSL.create(graph, Sink.seq())).run(mat))
-        finally:
-            mat.shutdown()
-    assert outs[False] == ("err", Boom, "('failed at', 5)")
-    assert outs[True] == outs[False]  # chunked: "('failed at', 7)"
-
-
-@pytest.mark.xfail(strict=True, reason="chunk path: ZipWith's chunk form loses a combination when one combination "
-                   "was resumed and an input fails afterwards (found by test_junctions_under_demand seed 286)")
-def test_zip_with_resumed_combination_then_a_failing_branch_keeps_the_elements_before_the_failure():
-    def combine(a, b):
-        if a == 0:
-            raise Boom("combine 0")
-        return a
-
-    def graph(b, s):
-        bc = b.add(Broadcast(2))
-        z = b.add(_supervised(ZipWith(combine, 2), Supervision.resuming_decider))
-        Source.from_iterable([0, 1, 2, 3, 4]) >> bc.in_
-        bc.out(0) >> Flow().map(lambda x: x) >> z.ins[0]
-        bc.out(1) >> Flow().map(_fail_at(4)) >> z.ins[1]
-        z.out >> s.in_
-        return ClosedShape
-
-    outs = {}
-    for fusion in (False, True):
-        mat = Materializer.local(fusion=fusion)
-        try:
-            probe = RunnableGraph.from_graph(GraphDSL.create(graph, TestSink.probe())).run(mat)
-            probe.request(2)
-            probe.expect_next(1, 2)
-            probe.request(6)
-            outs[fusion] = [_event(probe.expect_event()) for _ in range(2)]
-        finally:
-            mat.shutdown()
-    assert outs[False] == [("next", 3), ("error", Boom, "('failed at', 4)")]
-    assert outs[True] == outs[False]  # chunked: ('next', 3) is lost, the error comes at once
 
 
 # ---------------------------------------------------------------------------------------------- ported from the fused-loop tests
