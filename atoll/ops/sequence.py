@@ -9,7 +9,7 @@ from ..stage.attributes import LogLevels
 from ..stage.handlers import InHandler
 from ..stage.supervision import supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable
-from .slicing import _ChunkFlow
+from .slicing import _ChunkFlow, supervise_chunk
 
 _UNSET = object()
 
@@ -191,36 +191,73 @@ class Log(FlowStage):
         on_element, on_finish, on_failure = levels.on_element, levels.on_finish, levels.on_failure
         logger = stage.logger or logging.getLogger(f"atoll.log.{name}")
         decider = decider_of(attributes)
+        return _LogLogic(self, name, extract, on_element, on_finish, on_failure, logger, decider)
 
-        def cause_text(exc: BaseException) -> str:
-            return f"{type(exc).__name__}: {exc}"
 
-        class Logic(FlowLogic):
-            def on_push(self):
-                try:
-                    elem = self.grab(self.in_)
-                    if on_element >= 0:
-                        logger.log(on_element, "[%s] Element: %s", name, extract(elem) if extract is not None else elem)
-                    self.push(self.out, elem)
-                except Exception as e:  # noqa: BLE001
-                    if supervise(self, decider, e):
-                        self.pull(self.in_)
+def _cause_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
-            def on_upstream_finish(self):
-                if on_finish >= 0:
-                    logger.log(on_finish, "[%s] Upstream finished.", name)
-                self.complete_stage()
 
-            def on_upstream_failure(self, exc):
-                if on_failure >= logging.ERROR:
-                    logger.log(on_failure, "[%s] Upstream failed.", name, exc_info=exc)
-                elif on_failure >= 0:
-                    logger.log(on_failure, "[%s] Upstream failed, cause: %s", name, cause_text(exc))
-                self.fail_stage(exc)
+class _LogLogic(_ChunkFlow, FlowLogic):
+    """Chunk form: demand passes straight upstream; every element of a chunk is logged in order,
+    ``extract`` supervised per element (Stop pushes the elements before it, then fails)."""
 
-            def on_downstream_finish(self, cause):
-                if on_finish >= 0:
-                    logger.log(on_finish, "[%s] Downstream finished, cause: %s", name, cause_text(cause))
-                self.cancel_stage(cause)
+    def __init__(self, stage: "Log", name, extract, on_element, on_finish, on_failure, logger, decider):
+        super().__init__(stage)
+        self.name = name
+        self.extract = extract
+        self.on_element = on_element
+        self.on_finish = on_finish
+        self.on_failure = on_failure
+        self.logger = logger
+        self.decider = decider
 
-        return Logic(self)
+    def _log_element(self, elem) -> None:
+        if self.on_element >= 0:
+            extract = self.extract
+            self.logger.log(self.on_element, "[%s] Element: %s", self.name, extract(elem) if extract is not None else elem)
+
+    def on_push(self):
+        try:
+            elem = self.grab(self.in_)
+            self._log_element(elem)
+            self.push(self.out, elem)
+        except Exception as e:  # noqa: BLE001
+            if supervise(self, self.decider, e):
+                self.pull(self.in_)
+
+    def on_push_chunk(self):
+        chunk = self.grab(self.in_)
+        if self.on_element < 0:
+            self.push(self.out, chunk)
+            return
+        res: list = []
+        for x in chunk:
+            try:
+                self._log_element(x)
+            except Exception as e:  # noqa: BLE001
+                if not supervise_chunk(self, e, res):
+                    return
+                continue
+            res.append(x)
+        if res:
+            self.push(self.out, res if len(res) < len(chunk) else chunk)
+        else:
+            self.pull_again()
+
+    def on_upstream_finish(self):
+        if self.on_finish >= 0:
+            self.logger.log(self.on_finish, "[%s] Upstream finished.", self.name)
+        self.complete_stage()
+
+    def on_upstream_failure(self, exc):
+        if self.on_failure >= logging.ERROR:
+            self.logger.log(self.on_failure, "[%s] Upstream failed.", self.name, exc_info=exc)
+        elif self.on_failure >= 0:
+            self.logger.log(self.on_failure, "[%s] Upstream failed, cause: %s", self.name, _cause_text(exc))
+        self.fail_stage(exc)
+
+    def on_downstream_finish(self, cause):
+        if self.on_finish >= 0:
+            self.logger.log(self.on_finish, "[%s] Downstream finished, cause: %s", self.name, _cause_text(cause))
+        self.cancel_stage(cause)

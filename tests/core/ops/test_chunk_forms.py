@@ -531,3 +531,79 @@ def test_zip_with_index_after_a_resumed_filter_and_state_hooks():
 
 def test_zip_with_index_signals():
     check_signals(lambda f: f.zip_with_index())
+
+
+# ---------------------------------------------------------------------------------------------- buffer
+@pytest.mark.parametrize("size", [1, 3, 64])
+def test_buffer_backpressure(size):
+    assert check(lambda f: f.buffer(size, OverflowStrategy.backpressure), DATA) == ("ok", DATA)
+
+
+@pytest.mark.parametrize("strategy", [OverflowStrategy.drop_head, OverflowStrategy.drop_tail,
+                                      OverflowStrategy.drop_buffer, OverflowStrategy.fail])
+def test_buffer_dropping_strategies_with_a_fast_downstream(strategy):
+    assert check_chunked(lambda f: f.buffer(8, strategy), DATA) == ("ok", DATA)
+
+
+def test_buffer_failure_after_its_elements():
+    def src_fail():
+        return Flow().map(lambda x: x if x != 30 else 1 // 0)
+
+    got = check_chunked(lambda f: f.buffer(4, OverflowStrategy.backpressure), DATA, pre=src_fail)
+    assert got[0] == "err" and isinstance(got[1], ZeroDivisionError)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 100])
+def test_buffer_holds_signals_behind_its_elements(size):
+    log = check_signals(lambda f: f.buffer(size, OverflowStrategy.backpressure))
+    assert log == SIGNAL_ITEMS
+
+
+def _buffer_logic(strategy, size=3):
+    from atoll.ops.buffer import Buffer
+
+    logic = Buffer(size, strategy).create_logic(Attributes.none)
+    emitted = []
+    logic.emit_signal = lambda out, sig: emitted.append(sig)
+    logic.fail_stage = lambda exc: emitted.append(exc)
+    return logic, emitted
+
+
+def test_buffer_overflow_releases_the_signals_of_dropped_elements():
+    logic, emitted = _buffer_logic(OverflowStrategy.drop_head)
+    for x in (1, W(1), 2, W(2), 3):
+        logic.on_signal(x) if isinstance(x, Signal) else logic._insert(x)
+    logic._insert(4)  # drops 1: W(1) is now at the head and goes out
+    assert emitted == [W(1)]
+    assert [getattr(x, "signal", x) for x in logic.buf] == [2, W(2), 3, 4]
+    snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+    logic.reset_state()
+    logic.restore_state(snap)
+    assert logic.count == 3
+
+    logic, emitted = _buffer_logic(OverflowStrategy.drop_tail)
+    for x in (1, 2, 3, W(3)):
+        logic.on_signal(x) if isinstance(x, Signal) else logic._insert(x)
+    logic._insert(4)  # drops 3, the youngest element; W(3) stays behind 2
+    assert [getattr(x, "signal", x) for x in logic.buf] == [1, 2, W(3), 4] and emitted == []
+
+    logic, emitted = _buffer_logic(OverflowStrategy.drop_buffer)
+    for x in (1, W(1), 2, 3):
+        logic.on_signal(x) if isinstance(x, Signal) else logic._insert(x)
+    logic._insert(4)
+    assert emitted == [W(1)] and list(logic.buf) == [4]
+
+
+# ---------------------------------------------------------------------------------------------- log
+@pytest.mark.parametrize("decider", [None, resuming, restarting])
+def test_log_chunk_form_supervises_extract_per_element(decider):
+    def extract(x):
+        if x in (4, 9):
+            raise Boom(x)
+        return x
+
+    out = check(lambda f: f.log("chunk-forms", extract), DATA, decider)
+    if decider is None:
+        assert out[0] == "err" and out[1] == Boom(4)
+    else:
+        assert out == ("ok", [x for x in DATA if x not in (4, 9)])
