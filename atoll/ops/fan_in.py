@@ -76,21 +76,58 @@ class Merge(_FanInStage):
 
 
 class _MergeLogic(GraphStageLogic, OutHandler):
+    """Element form as Pekko's. Chunk form: every input is asked for what downstream asked for last
+    (one element before downstream pulled); a chunk that downstream cannot take at once waits whole
+    in ``bufs`` and the inputs holding elements are served in the order their chunks arrived (FIFO
+    among inputs per chunk). Held elements keep the signals that arrive after them: a signal goes out
+    once every element held when it arrived is out (``marks``)."""
+
     def __init__(self, stage: Merge):
         super().__init__(stage.shape)
         self.ins = stage.ins
         self.out = stage.out
         self.eager_complete = stage.eager_complete
-        self.pending: deque = deque()  # inlets holding an element, in arrival order
+        self.pending: deque = deque()  # inlets holding an element (chunk form: their index), in arrival order
         self.running = stage.n
+        self.chunked = False
+        self.emitted = 0  # elements pushed so far
+        self.marks: deque = deque()  # [emitted-count to reach, signal]
         for in_ in stage.ins:
             self.set_handler(in_, _MergeIn(self, in_))
         self.set_handler(stage.out, self)
 
     def pre_start(self):
         for in_ in self.ins:
-            self.try_pull(in_)
+            if self.chunked:
+                if not self.is_closed(in_):
+                    self.pull_chunk(in_, 1)
+            else:
+                self.try_pull(in_)
 
+    # ------------------------------------------------------------------ signals
+    def held(self) -> int:
+        if self.chunked:
+            return sum(len(self.bufs[i]) - self.offs[i] for i in self.pending)
+        return sum(1 for in_ in self.pending if self.is_available(in_))
+
+    def on_signal(self, signal) -> None:
+        held = self.held()
+        if held == 0 and not self.marks:
+            self.forward_signal(signal)
+        else:
+            self.marks.append([self.emitted + held, signal])
+
+    def _release(self) -> None:
+        marks = self.marks
+        while marks and marks[0][0] <= self.emitted:
+            self.forward_signal(marks.popleft()[1])
+
+    def _drop_marks_beyond(self) -> None:
+        """Held elements were dropped (eager completion): the signals behind them go now."""
+        while self.marks:
+            self.forward_signal(self.marks.popleft()[1])
+
+    # ------------------------------------------------------------------ element form
     def on_pull(self):
         if self.pending:
             self.dequeue_and_dispatch()
@@ -101,6 +138,8 @@ class _MergeLogic(GraphStageLogic, OutHandler):
             in_ = pending.popleft()
             if self.is_available(in_):
                 self.push(self.out, self.grab(in_))
+                self.emitted += 1
+                self._release()
                 if self.running == 0 and not pending:
                     self.complete_stage()
                 else:
@@ -108,6 +147,84 @@ class _MergeLogic(GraphStageLogic, OutHandler):
                 return
             # the inlet was cancelled after its element arrived (eager completion): skip it
         if self.running == 0:
+            self.complete_stage()
+
+    # ------------------------------------------------------------------ chunk form
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+        n = len(self.ins)
+        self.bufs = [None] * n
+        self.offs = [0] * n
+        self.last_demand = 1
+        for i, in_ in enumerate(self.ins):
+            self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push_chunk, i),
+                                            on_upstream_finish=functools.partial(self._on_finish_chunk, i)))
+        self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def _on_push_chunk(self, i: int) -> None:
+        self.bufs[i], self.offs[i] = self.grab(self.ins[i]), 0
+        self.pending.append(i)
+        if self.is_available(self.out):
+            self._dispatch_chunk()
+
+    def _on_pull_chunk(self) -> None:
+        self.last_demand = self._out_conns[0].demand
+        if self.pending:
+            self._dispatch_chunk()
+
+    def _dispatch_chunk(self) -> None:
+        d = self._out_conns[0].demand
+        if self.marks:  # a held signal goes right after the last element it must follow
+            d = min(d, self.marks[0][0] - self.emitted)
+        pending, bufs, offs = self.pending, self.bufs, self.offs
+        out: list = []
+        refill = []
+        while pending and len(out) < d:
+            i = pending[0]
+            b, o = bufs[i], offs[i]
+            take = min(d - len(out), len(b) - o)
+            if o == 0 and take == len(b) and not out:
+                out = b  # the whole chunk goes on as it is (never mutated)
+            else:
+                out.extend(b[o:o + take])
+            o += take
+            if o >= len(b):
+                pending.popleft()
+                bufs[i], offs[i] = None, 0
+                refill.append(i)
+            else:
+                offs[i] = o
+        if out:
+            self.emitted += len(out)
+            self.push_chunk(self.out, out)
+            self._release()
+        if self.running == 0 and not pending:
+            self._drop_marks_beyond()
+            self.complete_stage()
+            return
+        for i in refill:
+            in_ = self.ins[i]
+            if not self.is_closed(in_) and not self.has_been_pulled(in_):
+                self.pull_chunk(in_, self.last_demand)
+
+    def _on_finish_chunk(self, i: int) -> None:
+        if self.eager_complete:
+            for in_ in self.ins:
+                self.cancel(in_)
+            self.running = 0
+            # the elements the other inputs delivered are dropped, as in the element form
+            keep = [j for j in self.pending if j == i]
+            for j in self.pending:
+                if j != i:
+                    self.bufs[j], self.offs[j] = None, 0
+            self.pending = deque(keep)
+        else:
+            self.running -= 1
+        if self.running == 0 and not self.pending:
+            self._drop_marks_beyond()
             self.complete_stage()
 
 
@@ -121,6 +238,8 @@ class _MergeIn(InHandler):
         if logic.is_available(logic.out):
             # demand on out implies nothing is pending
             logic.push(logic.out, logic.grab(self.in_))
+            logic.emitted += 1
+            logic._release()
             logic.try_pull(self.in_)
         else:
             logic.pending.append(self.in_)
@@ -134,6 +253,7 @@ class _MergeIn(InHandler):
         else:
             logic.running -= 1
         if logic.running == 0 and not logic.pending:
+            logic._drop_marks_beyond()
             logic.complete_stage()
 
 

@@ -170,20 +170,34 @@ class Balance(_FanOutStage):
 
 
 class _BalanceLogic(GraphStageLogic, InHandler):
+    """Element form as Pekko's. Chunk form: upstream is asked for what the outlets waiting in line
+    accept together; a received chunk is shared among them in pull order (evenly, as one element
+    per pull would be), each piece one chunk to one outlet and never beyond its demand. What the
+    outlets cannot take (one cancelled meanwhile) waits in ``rest`` for the next pulls, and signals
+    arriving while it waits are held behind it."""
+
     def __init__(self, stage: Balance):
         super().__init__(stage.shape)
         self.in_ = stage.in_
+        self.outs = stage.outs
         self.eager_cancel = stage.eager_cancel
         n = len(stage.outs)
         self.pending_queue: deque = deque()  # outlets that pulled, in pull order
         self.need_downstream_pulls = n if stage.wait_for_all_downstreams else 0
         self.running = n
+        self.chunked = False
+        self.rest: list = []  # chunk form: elements received, not dispatched yet
+        self.held_signals: list = []
         self.set_handler(stage.in_, self)
         for o in stage.outs:
             self.set_handler(o, _BalanceOut(self, o))
 
     def on_push(self):
-        self.dequeue_and_dispatch()
+        if self.chunked:
+            self.rest = self.grab(self.in_)
+            self.dispatch_chunk()
+        else:
+            self.dequeue_and_dispatch()
 
     def dequeue_and_dispatch(self):
         queue = self.pending_queue
@@ -195,6 +209,63 @@ class _BalanceLogic(GraphStageLogic, InHandler):
                     self.pull(self.in_)
                 return
             # that outlet cancelled after it pulled: try the next one waiting
+
+    # ------------------------------------------------------------------ chunk form
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+
+    def pull_in(self) -> None:
+        """Ask upstream for what the open outlets in line accept together."""
+        in_ = self.in_
+        if self.has_been_pulled(in_) or self.is_closed(in_):
+            return
+        if not self.chunked:
+            self.pull(in_)
+            return
+        total = sum(self.demand_of(out) for out in self.pending_queue if not self.is_closed(out))
+        if total:
+            self.pull_chunk(in_, total)
+
+    def dispatch_chunk(self) -> None:
+        """Share ``rest`` among the outlets in line, in pull order, evenly and each within its
+        demand; every piece is one chunk to one outlet."""
+        queue, rest = self.pending_queue, self.rest
+        while rest and queue:
+            waiting = sum(1 for out in queue if not self.is_closed(out))
+            out = queue.popleft()
+            if self.is_closed(out):
+                continue
+            take = min(self.demand_of(out), -(-len(rest) // waiting))
+            if take >= len(rest):
+                self.push_chunk(out, rest)
+                rest = []
+            else:
+                self.push_chunk(out, rest[:take])
+                rest = rest[take:]
+        self.rest = rest
+        if not rest:
+            for sig in self.held_signals:
+                self.forward_signal(sig)
+            self.held_signals = []
+            if self.is_closed(self.in_):
+                self.complete_stage()
+                return
+            if queue:
+                self.pull_in()
+
+    def on_upstream_finish(self):
+        if not self.rest:
+            self.complete_stage()
+        # else the elements left over go to the next outlets that pull, then the stage completes
+
+    def on_signal(self, signal) -> None:
+        if self.rest:
+            self.held_signals.append(signal)
+        else:
+            self.forward_signal(signal)
 
 
 class _BalanceOut(OutHandler):
@@ -209,6 +280,14 @@ class _BalanceOut(OutHandler):
             self.has_pulled = True
             if logic.need_downstream_pulls > 0:
                 logic.need_downstream_pulls -= 1
+        if logic.chunked:
+            logic.pending_queue.append(self.out)
+            if logic.need_downstream_pulls == 0:
+                if logic.rest:
+                    logic.dispatch_chunk()
+                else:
+                    logic.pull_in()
+            return
         if logic.need_downstream_pulls == 0:
             in_ = logic.in_
             if logic.is_available(in_):
@@ -232,8 +311,11 @@ class _BalanceOut(OutHandler):
         elif not self.has_pulled and logic.need_downstream_pulls > 0:
             # an outlet that will never pull no longer holds the others back
             logic.need_downstream_pulls -= 1
-            if logic.need_downstream_pulls == 0 and not logic.has_been_pulled(logic.in_):
-                logic.pull(logic.in_)
+            if logic.need_downstream_pulls == 0:
+                if logic.chunked and logic.rest:
+                    logic.dispatch_chunk()
+                else:
+                    logic.pull_in()
 
 
 # ---------------------------------------------------------------------------------------------- Partition

@@ -607,3 +607,135 @@ def test_log_chunk_form_supervises_extract_per_element(decider):
         assert out[0] == "err" and out[1] == Boom(4)
     else:
         assert out == ("ok", [x for x in DATA if x not in (4, 9)])
+
+
+# ---------------------------------------------------------------------------------------------- junctions
+from atoll import Balance, ClosedShape, GraphDSL, Merge, Partition, RunnableGraph, Unzip, UnzipWith  # noqa: E402
+from atoll.stage.signals import Barrier  # noqa: E402
+
+ALL_SETTINGS = [dict(fusion=False)] + CHUNK_SETTINGS
+
+
+def _run_graph(g, **settings):
+    m = _mat(**settings)
+    try:
+        res = g.run(m)
+        if isinstance(res, tuple):
+            return tuple(r.result(10) for r in res)
+        return res.result(10)
+    finally:
+        m.shutdown()
+
+
+def _subseq(xs, keep):
+    return [x for x in xs if keep(x)]
+
+
+def _merge_of(inputs, eager=False, sink=None):
+    def build(b, s):
+        m = b.add(Merge(len(inputs), eager_complete=eager))
+        for i, xs in enumerate(inputs):
+            Source.from_iterable(xs) >> m.in_(i)
+        m.out >> s.in_
+        return ClosedShape
+
+    return RunnableGraph.from_graph(GraphDSL.create(build, sink if sink is not None else Sink.seq()))
+
+
+MERGE_INPUTS = [list(range(0, 30)), list(range(100, 107)), list(range(200, 245))]
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+@pytest.mark.parametrize("sink_chunk", [1, 2, 100])
+def test_merge_keeps_every_element_and_the_order_of_each_input(settings, sink_chunk):
+    log = _run_graph(_merge_of(MERGE_INPUTS, sink=Recording(sink_chunk)), **settings)
+    assert sorted(log) == sorted(sum(MERGE_INPUTS, []))
+    for xs in MERGE_INPUTS:
+        assert _subseq(log, lambda x, xs=xs: xs[0] <= x <= xs[-1]) == xs
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+def test_merge_eager_complete(settings):
+    out = _run_graph(_merge_of([list(range(5)), list(range(100, 400))], eager=True), **settings)
+    assert _subseq(out, lambda x: x < 100) == list(range(5))
+    big = _subseq(out, lambda x: x >= 100)
+    assert big == list(range(100, 100 + len(big)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_merge_under_random_demand(seed):
+    def graph():
+        def build(b, s):
+            m = b.add(Merge(3))
+            for i, xs in enumerate(MERGE_INPUTS):
+                Source.from_iterable(xs).map(lambda x: x) >> m.in_(i)
+            m.out >> Flow().map(lambda x: x) >> s.in_
+            return ClosedShape
+
+        return RunnableGraph.from_graph(GraphDSL.create(build, TestSink.probe()))
+
+    for s in ALL_SETTINGS:
+        events = _drive(graph, seed, **s)
+        assert events[-1] == ("complete",)
+        got = [e[1] for e in events[:-1]]
+        for xs in MERGE_INPUTS:
+            assert _subseq(got, lambda x, xs=xs: xs[0] <= x <= xs[-1]) == xs
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+@pytest.mark.parametrize("sink_chunk", [1, 3, 100])
+def test_merge_holds_signals_behind_the_elements_before_them(settings, sink_chunk):
+    a = [1, 2, 3, Barrier(1), 4, 5, 6, 7, 8, Barrier(2), 9]
+    b = [10, 11, 12, 13, 14, 15, Barrier(1), 16, Barrier(2), 17, 18]
+
+    def build(bld, s):
+        m = bld.add(Merge(2))
+        Source.from_graph(Scripted(a)) >> m.in_(0)
+        Source.from_graph(Scripted(b)) >> m.in_(1)
+        m.out >> s.in_
+        return ClosedShape
+
+    log = _run_graph(RunnableGraph.from_graph(GraphDSL.create(build, Recording(sink_chunk))), **settings)
+    assert signals_of(log) == [Barrier(1), Barrier(2)]
+    for k in (1, 2):
+        i = log.index(Barrier(k))
+        want = set()
+        for xs in (a, b):
+            want |= {x for x in xs[:xs.index(Barrier(k))] if not isinstance(x, Signal)}
+        assert {x for x in log[:i] if not isinstance(x, Signal)} == want, (k, log)
+
+
+def _balance_of(data, n, sinks, wait=False, source=None):
+    def build(b, *ss):
+        bal = b.add(Balance(n, wait_for_all_downstreams=wait))
+        (source if source is not None else Source.from_iterable(data)) >> bal.in_
+        for i, s in enumerate(ss):
+            bal.out(i) >> s.in_
+        return ClosedShape
+
+    return RunnableGraph.from_graph(GraphDSL.create(build, *sinks, combine=lambda *xs: tuple(xs)))
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+@pytest.mark.parametrize("wait", [False, True])
+def test_balance_sends_each_element_to_one_outlet_within_its_demand(settings, wait):
+    outs = _run_graph(_balance_of(DATA, 3, [Recording(1), Recording(4), Sink.seq()], wait), **settings)
+    assert sorted(sum(outs, [])) == DATA
+    for o in outs:
+        assert o == sorted(o)
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+def test_balance_holds_signals_behind_leftover_elements(settings):
+    items = [W(0)] + list(range(1, 8)) + [W(8)] + list(range(8, 20)) + [Barrier(1)] + list(range(20, 25)) + [W(30)]
+    outs = _run_graph(_balance_of(None, 2, [Recording(1), Recording(3)],
+                                  source=Source.from_graph(Scripted(items))), **settings)
+    assert sorted(x for o in outs for x in o if not isinstance(x, Signal)) == list(range(1, 25))
+    for o in outs:
+        assert signals_of(o) == signals_of(items)
+        for i, x in enumerate(o):
+            if isinstance(x, Signal):
+                k = items.index(x)
+                before = {y for y in items[:k] if not isinstance(y, Signal)}
+                mine = {y for y in o if not isinstance(y, Signal)}
+                assert {y for y in o[:i] if not isinstance(y, Signal)} == before & mine, (x, o)
