@@ -19,7 +19,7 @@ from ..stage.handlers import InHandler, OutHandler
 from ..stage.logic import GraphStageLogic
 from ..stage.ports import Inlet, Outlet
 from ..stage.shapes import FanOutShapeN, UniformFanOutShape
-from ..stage.supervision import Supervision, decide
+from ..stage.supervision import Supervision, decide, supervise
 from .base import decider_of, require_bool, require_callable, require_int
 
 
@@ -354,6 +354,12 @@ _NONE = object()  # no element waiting for its outlet
 
 
 class _PartitionLogic(GraphStageLogic, InHandler):
+    """Element form as Pekko's, holding signals behind the element waiting for its outlet. Chunk
+    form: upstream is asked for the smallest demand among the outlets that pulled; a chunk is split
+    by the partitioner in order, each outlet getting at most its demand, until an element's outlet
+    lacks demand: that element and the rest of the chunk wait (``rest``, ``pos``; the element's
+    index in ``held_idx``) for that outlet's pull, and so do the signals that arrive meanwhile."""
+
     def __init__(self, stage: Partition, decider):
         super().__init__(stage.shape)
         self.in_ = stage.in_
@@ -365,27 +371,53 @@ class _PartitionLogic(GraphStageLogic, InHandler):
         self.pending_elem: Any = _NONE
         self.pending_idx = -1
         self.running = stage.n
+        self.chunked = False
+        self.rest: list = []
+        self.pos = 0
+        self.held_idx = -1
+        self.held_signals: list = []
         self.set_handler(stage.in_, self)
         for i, o in enumerate(stage.outs):
             self.set_handler(o, _PartitionOut(self, i))
 
+    def index_of(self, elem) -> int:
+        raw = self.fn(elem)
+        try:
+            idx = operator.index(raw)  # ints, bools, numpy integers
+        except TypeError:
+            raise TypeError(f"Partition: fn must return an int, returned {raw!r} for input {elem!r}") from None
+        if not 0 <= idx < self.n:
+            raise PartitionOutOfBoundsError(
+                f"partitioner must return an index in the range [0,{self.n - 1}]. returned: [{idx}] "
+                f"for input [{type(elem).__name__}]."
+            )
+        return idx
+
+    def holding(self) -> bool:
+        return self.pending_elem is not _NONE or bool(self.rest)
+
+    def on_signal(self, signal) -> None:
+        if self.holding():
+            self.held_signals.append(signal)
+        else:
+            self.forward_signal(signal)
+
+    def release_signals(self) -> None:
+        if self.held_signals and not self.holding():
+            sigs, self.held_signals = self.held_signals, []
+            for sig in sigs:
+                self.forward_signal(sig)
+
     def on_push(self):
+        if self.chunked:
+            self.rest, self.pos, self.held_idx = self.grab(self.in_), 0, -1
+            self.route()
+            return
         elem = self.grab(self.in_)
         try:
-            raw = self.fn(elem)
-            try:
-                idx = operator.index(raw)  # ints, bools, numpy integers
-            except TypeError:
-                raise TypeError(f"Partition: fn must return an int, returned {raw!r} for input {elem!r}") from None
-            if not 0 <= idx < self.n:
-                raise PartitionOutOfBoundsError(
-                    f"partitioner must return an index in the range [0,{self.n - 1}]. returned: [{idx}] "
-                    f"for input [{type(elem).__name__}]."
-                )
+            idx = self.index_of(elem)
         except Exception as e:  # noqa: BLE001
-            if decide(self.decider, e) == Supervision.STOP:
-                self.fail_stage(e)
-            else:
+            if supervise(self, self.decider, e):
                 self.pull(self.in_)
             return
         out = self.outs[idx]
@@ -399,14 +431,79 @@ class _PartitionLogic(GraphStageLogic, InHandler):
             self.pending_idx = idx
 
     def pull_if_any_out_is_available(self):
-        for o in self.outs:
-            if self.is_available(o):
-                self.pull(self.in_)
-                return
+        if not self.chunked:
+            for o in self.outs:
+                if self.is_available(o):
+                    self.pull(self.in_)
+                    return
+            return
+        if self.has_been_pulled(self.in_) or self.is_closed(self.in_):
+            return
+        demands = [self.demand_of(o) for o in self.outs if self.is_available(o)]
+        if demands:
+            self.pull_chunk(self.in_, min(demands))
 
     def on_upstream_finish(self):
-        if self.pending_elem is _NONE:
+        if not self.holding():
             self.complete_stage()
+
+    # ------------------------------------------------------------------ chunk form
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+
+    def route(self) -> None:
+        """Split ``rest`` from ``pos`` on among the outlets until one lacks demand."""
+        rest, pos, n = self.rest, self.pos, len(self.rest)
+        outs = self.outs
+        batches: dict = {}
+        while pos < n:
+            x = rest[pos]
+            idx = self.held_idx
+            if idx < 0:
+                try:
+                    idx = self.index_of(x)
+                except Exception as e:  # noqa: BLE001 - supervised per element
+                    d = decide(self.decider, e)
+                    if d == Supervision.STOP:
+                        for i, b in batches.items():
+                            self.push_chunk(outs[i], b)
+                        self.fail_stage(e)
+                        return
+                    if d == Supervision.RESTART:
+                        self.reset_state()
+                    pos += 1
+                    continue
+            out = outs[idx]
+            if self.is_closed(out):  # routed to a cancelled outlet: dropped
+                self.held_idx = -1
+                pos += 1
+                continue
+            b = batches.get(idx)
+            if b is None:
+                if not self.is_available(out):
+                    self.held_idx = idx
+                    break
+                b = batches[idx] = []
+            elif len(b) >= self.demand_of(out):
+                self.held_idx = idx
+                break
+            b.append(x)
+            self.held_idx = -1
+            pos += 1
+        for i, b in batches.items():
+            self.push_chunk(outs[i], b)
+        if pos >= n:
+            self.rest, self.pos, self.held_idx = [], 0, -1
+            self.release_signals()
+            if self.is_closed(self.in_):
+                self.complete_stage()
+            else:
+                self.pull_if_any_out_is_available()
+        else:
+            self.pos = pos
 
 
 class _PartitionOut(OutHandler):
@@ -417,10 +514,17 @@ class _PartitionOut(OutHandler):
     def on_pull(self):
         logic = self.logic
         in_ = logic.in_
+        if logic.chunked:
+            if logic.rest:
+                logic.route()
+            else:
+                logic.pull_if_any_out_is_available()
+            return
         if logic.pending_elem is not _NONE:
             if self.idx == logic.pending_idx:
                 elem, logic.pending_elem = logic.pending_elem, _NONE
                 logic.push(logic.outs[self.idx], elem)
+                logic.release_signals()
                 if logic.is_closed(in_):
                     logic.complete_stage()
                 elif not logic.has_been_pulled(in_):
@@ -436,9 +540,13 @@ class _PartitionOut(OutHandler):
         logic.running -= 1
         if logic.running == 0:
             logic.cancel_stage(cause)
+        elif logic.chunked:
+            if logic.rest and logic.held_idx == self.idx:
+                logic.route()  # the elements waiting for this outlet are dropped
         elif logic.pending_elem is not _NONE and self.idx == logic.pending_idx:
             # the element waiting for this outlet is dropped
             logic.pending_elem = _NONE
+            logic.release_signals()
             if logic.is_closed(logic.in_):
                 logic.cancel_stage(cause)
             elif not logic.has_been_pulled(logic.in_):
@@ -511,15 +619,58 @@ class _UnzipWithLogic(GraphStageLogic, InHandler):
         for i, o in enumerate(stage.outs):
             self.set_handler(o, _UnzipWithOut(self, i))
 
-    def on_push(self):
-        parts = self.fn(self.grab(self.in_))
+    def _parts(self, elem):
+        parts = self.fn(elem)
         if not isinstance(parts, (tuple, list)) or len(parts) != self.n:
             raise TypeError(f"{self.prefix}: expected a tuple of {self.n} elements to split into, got {parts!r}")
+        return parts
+
+    def on_push(self):
+        if self.chunked:
+            self.on_push_chunk()
+            return
+        parts = self._parts(self.grab(self.in_))
         for i, o in enumerate(self.outs):
             if not self.is_closed(o):
                 self.push(o, parts[i])
                 self.pending[i] = True
         self.pending_count = self.running
+
+    # ------------------------------------------------------------------ chunk form
+    # upstream is asked for what every open outlet accepts; a chunk is split into one column per
+    # outlet. ``fn`` failing fails the stage after the columns of the elements before it went out.
+    chunked = False
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+
+    def pull_in(self) -> None:
+        if self.chunked:
+            self.pull_chunk(self.in_, min(
+                [self.demand_of(o) for o in self.outs if not self.is_closed(o)] or [1]))
+        else:
+            self.pull(self.in_)
+
+    def on_push_chunk(self):
+        rows = []
+        failure = None
+        for x in self.grab(self.in_):
+            try:
+                rows.append(self._parts(x))
+            except Exception as e:  # noqa: BLE001 - no supervision (as Pekko): fail after the rows before it
+                failure = e
+                break
+        if rows:
+            for i, o in enumerate(self.outs):
+                if not self.is_closed(o):
+                    self.push_chunk(o, [r[i] for r in rows])
+                    self.pending[i] = True
+            self.pending_count = self.running
+        if failure is not None:
+            self.fail_stage(failure)
 
 
 class _UnzipWithOut(OutHandler):
@@ -532,7 +683,7 @@ class _UnzipWithOut(OutHandler):
         logic.pending_count -= 1
         logic.pending[self.i] = False
         if logic.pending_count == 0:
-            logic.pull(logic.in_)
+            logic.pull_in()
 
     def on_downstream_finish(self, cause):
         logic = self.logic
@@ -543,7 +694,7 @@ class _UnzipWithOut(OutHandler):
         if logic.pending[self.i]:
             logic.pending_count -= 1
         if logic.pending_count == 0 and not logic.has_been_pulled(logic.in_):
-            logic.pull(logic.in_)
+            logic.pull_in()
 
 
 __all__ = ["Broadcast", "Balance", "Partition", "Unzip", "UnzipWith"]

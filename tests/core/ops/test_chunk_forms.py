@@ -739,3 +739,99 @@ def test_balance_holds_signals_behind_leftover_elements(settings):
                 before = {y for y in items[:k] if not isinstance(y, Signal)}
                 mine = {y for y in o if not isinstance(y, Signal)}
                 assert {y for y in o[:i] if not isinstance(y, Signal)} == before & mine, (x, o)
+
+
+def _fan_out_of(stage_fn, sinks, data=None, source=None):
+    def build(b, *ss):
+        st = b.add(stage_fn())
+        (source if source is not None else Source.from_iterable(data)) >> st.in_
+        for i, s in enumerate(ss):
+            st.out(i) >> s.in_
+        return ClosedShape
+
+    return RunnableGraph.from_graph(GraphDSL.create(build, *sinks, combine=lambda *xs: tuple(xs)))
+
+
+def _partitioner(x):
+    if x in (5, 22):
+        raise Boom(x)
+    if x == 31:
+        return 7  # out of bounds
+    return x % 3
+
+
+def _partition_outcome(decider, settings, sinks):
+    g = _fan_out_of(lambda: Partition(3, _partitioner), sinks, DATA)
+    if decider is not None:
+        g = g.with_attributes(Attributes.supervision_strategy(decider))
+    try:
+        return ("ok", _run_graph(g, **settings))
+    except Exception as e:  # noqa: BLE001
+        return ("err", e)
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+@pytest.mark.parametrize("decider", [None, resuming, restarting])
+def test_partition_splits_each_chunk_within_every_outlets_demand(settings, decider):
+    out = _partition_outcome(decider, settings, [Recording(1), Recording(4), Sink.seq()])
+    if decider is None:
+        assert out[0] == "err" and out[1] == Boom(5)
+    else:
+        kept = [x for x in DATA if x not in (5, 22, 31)]
+        assert out == ("ok", tuple([x for x in kept if x % 3 == i] for i in range(3)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_partition_under_random_demand(seed):
+    def graph():
+        def build(b, probe):
+            st = b.add(Partition(2, lambda x: x % 2))
+            Source.from_iterable(DATA).map(lambda x: x) >> st.in_
+            st.out(0) >> Flow().map(lambda x: x) >> probe.in_
+            st.out(1) >> Sink.ignore()
+            return ClosedShape
+
+        return RunnableGraph.from_graph(GraphDSL.create(build, TestSink.probe()))
+
+    for s in ALL_SETTINGS:
+        events = _drive(graph, seed, **s)
+        assert events == [("next", x) for x in DATA if x % 2 == 0] + [("complete",)], s
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+def test_partition_holds_signals_behind_waiting_elements(settings):
+    items = [W(0)] + list(range(1, 8)) + [W(8)] + list(range(8, 20)) + [Barrier(1)] + list(range(20, 25)) + [W(30)]
+    outs = _run_graph(_fan_out_of(lambda: Partition(2, lambda x: int(x % 5 == 0)), [Recording(1), Recording(3)],
+                                  source=Source.from_graph(Scripted(items))), **settings)
+    for i, o in enumerate(outs):
+        assert signals_of(o) == signals_of(items)
+        assert [x for x in o if not isinstance(x, Signal)] == [
+            x for x in items if not isinstance(x, Signal) and int(x % 5 == 0) == i]
+        for j, x in enumerate(o):
+            if isinstance(x, Signal):
+                k = items.index(x)
+                before = {y for y in items[:k] if not isinstance(y, Signal)}
+                mine = {y for y in o if not isinstance(y, Signal)}
+                assert {y for y in o[:j] if not isinstance(y, Signal)} == before & mine, (x, o)
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+def test_unzip_splits_chunks_into_columns(settings):
+    pairs = [(x, -x) for x in DATA]
+    outs = _run_graph(_fan_out_of(Unzip, [Recording(1), Recording(5)], pairs), **settings)
+    assert outs == (DATA, [-x for x in DATA])
+    outs = _run_graph(_fan_out_of(lambda: UnzipWith(lambda x: (x, x * 2, str(x)), 3),
+                                  [Recording(2), Sink.seq(), Recording(7)], DATA), **settings)
+    assert outs == (DATA, [x * 2 for x in DATA], [str(x) for x in DATA])
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+def test_unzip_with_failure_fails_every_outlet(settings):
+    def fn(x):
+        if x == 17:
+            raise Boom(x)
+        return (x, x)
+
+    g = _fan_out_of(lambda: UnzipWith(fn, 2), [Sink.seq(), Sink.seq()], DATA)
+    with pytest.raises(Boom):
+        _run_graph(g, **settings)
