@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Optional
 from ..errors import StreamDetachedError
 from ..markers import Done, NotUsed
 from ..ops.kill_switch import KillSwitch
+from .messages import CallResult, Detached, Raised, Returned, ReturnedSelf
 from .portable import portable_exception
 
 _PLAIN = (type(None), bool, int, float, str, bytes)
@@ -47,7 +48,7 @@ class ExportTable:
     (``__atoll_detach__``, e.g. test probes with events not consumed yet); the copies travel to
     the driver with the island's end event, and later calls on the proxies run on those copies, so
     nothing needs the actor after its island ended. Calls that arrive after ``detach`` answer
-    ``("detached",)`` and are retried by the proxy on the copy."""
+    ``Detached()`` and are retried by the proxy on the copy."""
 
     def __init__(self):
         self._ids = itertools.count()
@@ -77,18 +78,19 @@ class ExportTable:
         self.handles[hid] = value
         return ExportedHandle(actor, hid, type(value).__name__, island, isinstance(value, KillSwitch))
 
-    def call(self, hid: int, method: str, args, kwargs):
+    def call(self, hid: int, method: str, args, kwargs) -> CallResult:
+        """Call ``method`` on handle ``hid``; the outcome as a typed result for the driver's proxy."""
         with self._lock:
             if self._detached:
-                return ("detached", None)
+                return Detached()
             obj = self.handles[hid]
             try:
                 result = getattr(obj, method)(*args, **kwargs)
             except BaseException as e:  # noqa: BLE001 - the caller gets the original exception
-                return ("err", portable_exception(e))
+                return Raised(portable_exception(e))
             if result is obj:
-                return ("self", None)
-            return ("ok", result)
+                return ReturnedSelf()
+            return Returned(result)
 
 
 class RemoteHandle:
@@ -133,17 +135,20 @@ class RemoteHandle:
         if self._copy_ready.is_set():
             return self._call_copy(method, args, kwargs)
         try:
-            kind, value = ray.get(x.actor.call_handle.remote(x.hid, method, args, kwargs))
+            result: CallResult = ray.get(x.actor.call_handle.remote(x.hid, method, args, kwargs))
         except RayActorError:
-            kind, value = "detached", None
-        if kind == "detached":
-            self._copy_ready.wait(self.DETACH_WAIT)
-            return self._call_copy(method, args, kwargs)
-        if kind == "self":
-            return self
-        if kind == "ok":
-            return value
-        raise value
+            result = Detached()
+        match result:
+            case Returned(value=value):
+                return value
+            case ReturnedSelf():
+                return self
+            case Raised(error=error):
+                raise error
+            case Detached():
+                self._copy_ready.wait(self.DETACH_WAIT)
+                return self._call_copy(method, args, kwargs)
+        raise TypeError(f"{self!r}.{method}: unexpected call result {result!r}")
 
 
 def _rebuild_handle(exported, copy):

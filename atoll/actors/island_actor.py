@@ -1,8 +1,9 @@
 """IslandActor: the Ray actor hosting one island (its interpreter runs on a thread of the actor).
 
 The driver sends the island's *plan* (its stages and island-local wiring, recorded by the materializer
-on the driver) to ``start``; the actor creates the stage logics, builds the interpreter, wires channel
-ends to the peer island actors and starts the interpreter thread. Incoming channel signals are routed
+on the driver) to ``start``; the actor replays it with ``assemble_island`` (as the local materializer
+does), its channel ends reaching the peer island actors (``ActorTransport``), and then starts the
+interpreter thread. Incoming channel signals are routed
 by channel id to the boundary logics through the host's inbox, so the actor's call threads never touch
 the interpreter. Methods are split in three concurrency groups: ``data`` (one thread: frames and
 terminal signals stay in order), ``signals`` (one thread: subscription, demand and cancellation, in
@@ -13,23 +14,18 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
-import time
 from concurrent.futures import Future
 from typing import Any, Dict, List, Optional
 
 import ray
 
-from ..errors import AbruptTerminationError
 from ..islands.boundaries import InputBoundary, OutputBoundary
-from ..islands.passes import prepare_island
-from ..islands.island_builder import IslandBuilder
-from ..islands.local_phase import create_stage, input_buffer_size
+from ..islands.island_assembly import assemble_island
+from ..islands.island_plan import IslandPlan
 from ..islands.thread_host import ThreadHost
-from ..markers import NotUsed
-from ..stage.ports import Inlet
 from .codec import decode
 from .exports import ExportTable
+from .messages import FutureCompleted, FutureFailed, IslandEnded, PollEvent
 from .refs import RemotePublisherRef, RemoteSubscriberRef
 from .portable import portable_exception
 
@@ -45,6 +41,23 @@ class _ActorContextMaterializer:
 
     def __repr__(self):
         return "Materializer(in island actor)"
+
+
+class ActorTransport:
+    """Channels between island actors: an input boundary's publisher is the producing island's actor,
+    reached by channel id (``refs``); frame size and window come from the Ray settings."""
+
+    def __init__(self, own_actor, peers: Dict[int, Any], settings):
+        self.own_actor = own_actor
+        self.peers = peers
+        self.max_frame: int = settings.frame_size
+        self.window: int = settings.channel_window
+
+    def publisher(self, island: int, channel: int) -> RemotePublisherRef:
+        return RemotePublisherRef(self.peers[island], channel, self.own_actor)
+
+    def on_output(self, channel: int, boundary: OutputBoundary) -> None:
+        pass  # the actor routes the subscriber's signals by channel id (``AssembledIsland.outputs``)
 
 
 @ray.remote(concurrency_groups={"data": 1, "signals": 1, "control": 8})
@@ -65,48 +78,17 @@ class IslandActor:
 
     # ------------------------------------------------------------------ lifecycle
     @ray.method(concurrency_group="control")
-    def start(self, plan, peers: Dict[int, Any], settings) -> List[Any]:
+    def start(self, plan: IslandPlan, peers: Dict[int, Any], settings) -> List[Any]:
         """Build the island from ``plan``; returns the exported materialized values."""
         me = ray.get_runtime_context().current_actor
         host = ThreadHost(plan.name, event_limit=settings.event_limit)
-        builder = IslandBuilder(plan.name)
-        logics = []
-        mats = []
-        for module, attributes in plan.stages:
-            logic, mat = create_stage(module, attributes)
-            builder.add_logic(logic)
-            logics.append(logic)
-            mats.append(mat)
-        top = settings.top_attributes()
-        for op in plan.ops:
-            kind = op[0]
-            if kind == "assign":
-                _, i, is_in, port_id, slot = op
-                shape = plan.stages[i][0].shape
-                port = shape.inlets[port_id] if is_in else shape.outlets[port_id]
-                builder.assign_port(port, slot, logics[i])
-            elif kind == "publish":
-                _, i, port_id, ch = op
-                out = plan.stages[i][0].shape.outlets[port_id]
-                boundary = OutputBoundary(
-                    f"{logics[i].stage_name}.{out.name}>", max_frame=settings.frame_size, window=settings.channel_window
-                )
-                boundary.attributes = logics[i].attributes
-                builder.add_output_boundary(out, logics[i], boundary)
-                self.outputs[ch] = boundary
-            else:  # take
-                _, slot, island, ch = op
-                consumer = builder.consumer_at(slot)
-                size = input_buffer_size(consumer, top)
-                publisher = RemotePublisherRef(peers[island], ch, me)
-                boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else plan.name}")
-                builder.add_input_boundary(slot, boundary)
-                self.inputs[ch] = boundary
-        prepare_island(builder, settings)
-        materializer = _ActorContextMaterializer(settings)
-        host.interpreter = builder.build(host, materializer)
+        transport = ActorTransport(me, peers, settings)
+        island = assemble_island(plan, transport, host, _ActorContextMaterializer(settings), settings)
+        host.interpreter = island.interpreter
+        self.outputs = island.outputs
+        self.inputs = island.inputs
         self.exports.on_future_done = self._future_done
-        exported = [self.exports.export(m, me, plan.name) for m in mats]
+        exported = [self.exports.export(m, me, plan.name) for m in island.materialized]
         host.on_done = self._island_done
         self.host = host
         return exported
@@ -121,17 +103,17 @@ class IslandActor:
         self.ended = True
         err = host.error
         copies = self.exports.detach()
-        self.events.put(("done", host.state, portable_exception(err) if err is not None else None, copies))
+        self.events.put(IslandEnded(host.state, portable_exception(err) if err is not None else None, copies))
 
     def _future_done(self, fid: int, fut: Future) -> None:
         exc = fut.exception()
         if exc is None:
-            self.events.put(("future", fid, True, fut.result()))
+            self.events.put(FutureCompleted(fid, fut.result()))
         else:
-            self.events.put(("future", fid, False, portable_exception(exc)))
+            self.events.put(FutureFailed(fid, portable_exception(exc)))
 
     @ray.method(concurrency_group="control")
-    def poll(self, timeout: float = 10.0) -> List[tuple]:
+    def poll(self, timeout: float = 10.0) -> List[PollEvent]:
         """Block until something happened (a future completed, the island ended); return it all."""
         try:
             first = self.events.get(timeout=timeout)
@@ -161,7 +143,7 @@ class IslandActor:
 
     @ray.method(concurrency_group="control")
     def call_handle(self, hid: int, method: str, args, kwargs):
-        """Call ``method`` on an exported handle (kill switch, probe ...); ("ok", result) or ("err", exc)."""
+        """Call ``method`` on an exported handle (kill switch, probe ...); a ``messages.CallResult``."""
         return self.exports.call(hid, method, args, kwargs)
 
     # ------------------------------------------------------------------ channel signals (subscriber side)

@@ -9,7 +9,6 @@ available) fails the run with ``IslandScheduleTimeoutError`` instead of hanging.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 from typing import Any, Dict, Optional
@@ -21,7 +20,8 @@ from ..materializer import phased
 from ..materializer.debug import stderr_debug
 from ..materializer.mat_values import resolve
 from ..materializer.materializer import Materializer, MaterializerSettings
-from ..ops.kill_switch import KillSwitchStage
+from ..islands.island_plan import GraphBuild
+from ..ops.kill_switch import Abort, KillSwitchStage, Shutdown, SwitchCommand
 from .exports import ExportedHandle, RemoteKillSwitch, import_value
 from .island_actor import IslandActor
 from ..materializer.driver_prep import DriverContext
@@ -29,8 +29,6 @@ from .plan import RecordingPhase
 from .running import RayRunningGraph, _Island
 
 log = logging.getLogger("atoll.ray")
-
-_names = itertools.count(1)
 
 
 class RaySettings(MaterializerSettings):
@@ -72,17 +70,6 @@ def ensure_ray(address: Optional[str] = None, **init_kwargs) -> None:
     ray.init(**kwargs)
 
 
-class _GraphBuild:
-    def __init__(self, materializer: "RayMaterializer"):
-        self.materializer = materializer
-        self.settings = materializer.settings
-        self.name = f"graph-{next(_names)}"
-        self._channels = itertools.count()
-
-    def next_channel(self) -> int:
-        return next(self._channels)
-
-
 class RayMaterializer(Materializer):
     """See the module docstring. ``address``: a Ray cluster address (``"auto"`` to join the local
     node's cluster); ``ray_init``: extra ``ray.init`` keyword arguments; other keywords are settings
@@ -113,17 +100,16 @@ class RayMaterializer(Materializer):
             raise
 
     def _materialize(self, graph, driver: DriverContext) -> Any:
-        build = _GraphBuild(self)
+        build = GraphBuild(self)
         settings = self.settings
-        top = settings.top_attributes()
         mat, phases = phased.materialize(
             graph.builder.traversal,
             lambda tag, attrs, index: RecordingPhase(build, attrs, index),
-            top,
+            build.top_attributes,
             stderr_debug() if settings.debug else None,
             driver,
         )
-        phases = [p for p in phases if p.stages]
+        phases = [p for p in phases if not p.is_empty]
         actors: Dict[int, Any] = {}
         islands = []
         for p in phases:
@@ -131,7 +117,7 @@ class RayMaterializer(Materializer):
             actor = IslandActor.options(**opts).remote(p.name)
             actors[p.index] = actor
             islands.append(_Island(p.index, p.name, actor, p.options))
-        starts = [actors[p.index].start.remote(p.plan(), actors, settings) for p in phases]
+        starts = [actors[p.index].start.remote(p.plan, actors, settings) for p in phases]
         ready, pending = ray.wait(starts, num_returns=len(starts), timeout=settings.start_timeout)
         if pending:
             stuck = [p for p, ref in zip(phases, starts) if ref in pending]
@@ -161,7 +147,7 @@ class RayMaterializer(Materializer):
         for p, exported in zip(phases, results):
             future_for = running.future_for(p.index)
             for i, value in enumerate(exported):
-                module = p.stages[i][0]
+                module = p.plan.stages[i].module
                 shared = getattr(module, "shared", None) if isinstance(module, KillSwitchStage) else None
                 if shared is not None and type(value) is ExportedHandle:
                     remote = RemoteKillSwitch(value)
@@ -182,11 +168,12 @@ class RayMaterializer(Materializer):
     def _link_shared_switch(shared, remote: RemoteKillSwitch, running: RayRunningGraph) -> None:
         """Make the driver's shared switch also trigger its copy inside the island actor."""
 
-        def forward(result):
-            if result[0] == "shutdown":
-                remote.shutdown()
-            else:
-                remote.abort(result[1])
+        def forward(command: SwitchCommand) -> None:
+            match command:
+                case Shutdown():
+                    remote.shutdown()
+                case Abort(cause=cause):
+                    remote.abort(cause)
 
         signal = shared._signal
         key = signal.add(forward)

@@ -17,9 +17,10 @@ from typing import Any, Callable, Dict, List, Optional
 import ray
 
 from ..errors import AbruptTerminationError, IslandDiedError
-from ..markers import Done
+from ..materializer.running_graph import RunningGraphBase
 from ..ops.base import complete_promise, fail_promise, new_promise
 from .exports import ExportedFuture
+from .messages import FutureCompleted, FutureFailed, IslandEnded
 
 log = logging.getLogger("atoll.ray")
 
@@ -77,23 +78,13 @@ class _Island:
         self.kill_pending = False
 
 
-class RayRunningGraph:
+class RayRunningGraph(RunningGraphBase):
+    """A Ray graph: each island is an ``_Island`` record of its actor, watched through ``poll``."""
+
     POLL_SECONDS = 10.0
 
     def __init__(self, name: str, islands: List[_Island], on_end: Optional[Callable[["RayRunningGraph"], None]] = None):
-        import itertools
-
-        self.id = id(self)
-        self.name = name
-        self._islands = islands
-        self._lock = threading.Lock()
-        self._on_end = on_end
-        self._cleanups: List[Callable[[], None]] = []
-        self.completion: Future = new_promise()
-
-    def __repr__(self):
-        state = "ended" if self.completion.done() else "running"
-        return f"RayRunningGraph({self.name}, {len(self._islands)} islands, {state})"
+        super().__init__(name, islands, on_end)
 
     # ------------------------------------------------------------------ setup
     def register_handle(self, island_index: int, hid: int, proxy) -> None:
@@ -150,14 +141,20 @@ class RayRunningGraph:
             return
         island.unavailable = 0
         for ev in events:
-            if ev[0] == "future":
-                _, fid, ok, value = ev
-                fut = island.futures.get(fid)
-                if fut is not None:
-                    complete_promise(fut, value) if ok else fail_promise(fut, value)
-            elif ev[0] == "done":
-                self._island_ended(island, ev[1], ev[2], ev[3])
-                return
+            match ev:
+                case FutureCompleted(fid=fid, value=value):
+                    fut = island.futures.get(fid)
+                    if fut is not None:
+                        complete_promise(fut, value)
+                case FutureFailed(fid=fid, error=error):
+                    fut = island.futures.get(fid)
+                    if fut is not None:
+                        fail_promise(fut, error)
+                case IslandEnded(state=state, error=error, copies=copies):
+                    self._island_ended(island, state, error, copies)
+                    return
+                case _:
+                    log.error("island %s: unknown poll event %r", island.name, ev)
         self._poll(island)
 
     def _island_ended(self, island: _Island, state: str, error: Optional[BaseException], copies: dict) -> None:
@@ -230,43 +227,17 @@ class RayRunningGraph:
 
     def _maybe_finish(self) -> None:
         with self._lock:
-            if any(not i.ended for i in self._islands) or self.completion.done():
+            if any(not i.ended for i in self._islands):
                 return
-        for fn in self._cleanups:
-            try:
-                fn()
-            except Exception as e:  # noqa: BLE001
-                log.error("cleanup of graph %s failed: %r", self.name, e)
-        errors = [i.error for i in self._islands if i.error is not None]
-        if errors:
-            fail_promise(self.completion, errors[0])
-        else:
-            complete_promise(self.completion, Done)
-        if self._on_end is not None:
-            self._on_end(self)
+        self._finish()
 
     # ------------------------------------------------------------------ operator console
-    @property
-    def is_running(self) -> bool:
-        return not self.completion.done()
-
-    def cancel(self, cause: Optional[BaseException] = None) -> None:
-        """Fail every stage of every island with ``cause`` (default ``AbruptTerminationError``)."""
-        if cause is None:
-            cause = AbruptTerminationError(f"graph {self.name} was cancelled")
-        for island in self._islands:
-            if not island.ended:
-                try:
-                    island.actor.cancel_island.remote(cause)
-                except Exception:  # noqa: BLE001
-                    pass
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        try:
-            self.completion.exception(timeout)
-            return True
-        except TimeoutError:
-            return False
+    def _cancel_island(self, island: _Island, cause: BaseException) -> None:
+        if not island.ended:
+            try:
+                island.actor.cancel_island.remote(cause)
+            except Exception:  # noqa: BLE001
+                pass
 
     def islands(self) -> List[dict]:
         """Actor name/id, node id, pid and state of every island."""

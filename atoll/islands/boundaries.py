@@ -49,6 +49,7 @@ class StreamFailed:
 
 
 TerminalSignal = Union[StreamCompleted, StreamFailed]
+_COMPLETED = StreamCompleted()
 
 
 class FrameSignals:
@@ -66,7 +67,6 @@ class FrameSignals:
 
     def __repr__(self):
         return f"FrameSignals({self.signals!r})"
-_COMPLETED = StreamCompleted()
 
 
 class CallbackPublisherRef:

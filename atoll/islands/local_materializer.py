@@ -1,7 +1,6 @@
 """LocalMaterializer: runs every island of a graph on its own thread in this process."""
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from ..materializer import phased
@@ -10,34 +9,25 @@ from ..materializer.driver_prep import DriverContext
 from ..materializer.materializer import Materializer, MaterializerSettings
 from ..materializer.mat_values import resolve
 from ..materializer.running_graph import RunningGraph
-from .local_phase import LocalIslandPhase
-
-_names = itertools.count(1)
-
-
-class _GraphBuild:
-    """What the phases of one materialization share."""
-
-    def __init__(self, materializer, name: str = None):
-        self.materializer = materializer
-        self.settings = materializer.settings
-        self.top_attributes = materializer.settings.top_attributes()
-        self.name = name or f"graph-{next(_names)}"
+from .island_plan import GraphBuild
+from .local_phase import InProcessTransport, LocalIslandPhase, materialized_values
 
 
 def materialize_in_host(graph, host, materializer, name: str) -> Any:
     """Materialize ``graph`` into an already running ``host`` (substreams): every island of the
     graph becomes another interpreter on that host's thread. Call from the host's thread."""
-    build = _GraphBuild(materializer, name)
+    build = GraphBuild(materializer, name)
+    transport = InProcessTransport()
     mat, phases = phased.materialize(
         graph.builder.traversal,
-        lambda tag, attrs, index: LocalIslandPhase(build, attrs, index, host=host),
+        lambda tag, attrs, index: LocalIslandPhase(build, attrs, index, transport, host=host),
         build.top_attributes,
     )
+    value = resolve(mat, materialized_values(phases))
     for p in phases:
         if not p.is_empty:
             host.add_interpreter(p.host_interpreter)
-    return resolve(mat, {})
+    return value
 
 
 class LocalMaterializer(Materializer):
@@ -49,17 +39,19 @@ class LocalMaterializer(Materializer):
 
     def materialize(self, graph) -> Any:
         self._check_open()
-        build = _GraphBuild(self)
+        build = GraphBuild(self)
+        transport = InProcessTransport()
         traversal = graph.builder.traversal
         driver = DriverContext(self, remote=False)
         try:
             mat, phases = phased.materialize(
                 traversal,
-                lambda tag, attrs, index: LocalIslandPhase(build, attrs, index),
+                lambda tag, attrs, index: LocalIslandPhase(build, attrs, index, transport),
                 build.top_attributes,
                 stderr_debug() if self.settings.debug else None,
                 driver,
             )
+            value = resolve(mat, materialized_values(phases))
         except BaseException:
             driver.abort()
             raise
@@ -71,4 +63,4 @@ class LocalMaterializer(Materializer):
             h.on_done = running.island_ended
         for h in hosts:
             h.start()
-        return resolve(mat, {})
+        return value

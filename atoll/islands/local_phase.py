@@ -1,86 +1,93 @@
 """LocalIslandPhase: the island plugin of the local materializer (one thread per island).
 
-Stages are created right away on the calling thread (their materialized values are real objects),
-wired into an ``IslandBuilder``; cross-island edges become an ``OutputBoundary``/``InputBoundary``
-pair talking through async callbacks. The island's ``ThreadHost`` starts once the whole graph is built.
+It records the island as an ``IslandPlan`` like the Ray materializer does, and replays the plan through
+``assemble_island`` as soon as the traversal is walked, in this process: stage logics are created on the
+calling thread and cross-island edges become an ``OutputBoundary``/``InputBoundary`` pair talking
+through async callbacks (``InProcessTransport``). The island's ``ThreadHost`` starts once the whole
+graph is built.
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Dict, List, Optional
 
-from ..materializer.phase import PhaseIsland
-from ..stage.attributes import AsyncBoundary, Attributes, InputBuffer, Name
-from .boundaries import InputBoundary, OutputBoundary
-from .passes import prepare_island
-from .island_builder import IslandBuilder
-from .thread_host import ThreadHost
+from ..stage.attributes import Attributes
+from .boundaries import OutputBoundary
+from .island_assembly import create_stage, input_buffer_size, stage_name, assemble_island
+from .island_plan import GraphBuild, IslandRecorder, island_name
+from .thread_host import IslandHost, ThreadHost
 
-
-def island_name(graph_name: str, attributes: Attributes, index: int) -> str:
-    boundary = attributes.get(AsyncBoundary)
-    if boundary is not None and "name" in boundary.options:
-        return boundary.options["name"]
-    return f"{graph_name}-island-{index}"
+__all__ = ["LocalIslandPhase", "InProcessTransport", "create_stage", "input_buffer_size", "stage_name", "island_name"]
 
 
-def stage_name(module, attributes: Attributes) -> str:
-    n = attributes.get(Name)
-    return n.value if n is not None else getattr(module, "name", type(module).__name__)
+class _ChannelPublisher:
+    """An input boundary's publisher of one in-process channel. The output boundary publishing the
+    channel may belong to an island assembled later, so it is looked up when the input boundary
+    first talks to it (``subscribe`` in its ``pre_start``; every island exists by then)."""
+
+    __slots__ = ("channel", "target")
+
+    def __init__(self, channel: int):
+        self.channel = channel
+        self.target = None  # the output boundary's CallbackPublisherRef
+
+    def subscribe(self, subscriber) -> None:
+        self.target.subscribe(subscriber)
+
+    def request(self, n: int, seq: int, acked=None) -> None:
+        self.target.request(n, seq, acked)
+
+    def ack(self, frames: int) -> None:
+        self.target.ack(frames)
+
+    def cancel(self, cause: BaseException) -> None:
+        self.target.cancel(cause)
 
 
-def create_stage(module, attributes: Attributes) -> Tuple[Any, Any]:
-    """Create a stage's logic and materialized value, labelled with its effective attributes."""
-    logic, mat = module.create_logic_and_materialized_value(attributes)
-    logic.attributes = attributes
-    logic.stage_name = stage_name(module, attributes)
-    logic._module = module
-    return logic, mat
+class InProcessTransport:
+    """Channels between the islands of one local graph: the peers are the boundaries' async callbacks."""
+
+    max_frame = 1 << 16
+    window = 16
+
+    def __init__(self):
+        self._channels: Dict[int, _ChannelPublisher] = {}
+
+    def _channel(self, channel: int) -> _ChannelPublisher:
+        ch = self._channels.get(channel)
+        if ch is None:
+            ch = self._channels[channel] = _ChannelPublisher(channel)
+        return ch
+
+    def publisher(self, island: int, channel: int) -> _ChannelPublisher:
+        return self._channel(channel)
+
+    def on_output(self, channel: int, boundary: OutputBoundary) -> None:
+        self._channel(channel).target = boundary.publisher_ref
 
 
-def input_buffer_size(consumer, default_attributes: Attributes) -> int:
-    attrs = consumer.attributes if consumer is not None else default_attributes
-    ib = attrs.get(InputBuffer) or default_attributes.get(InputBuffer)
-    return ib.max
-
-
-class LocalIslandPhase(PhaseIsland):
+class LocalIslandPhase(IslandRecorder):
     """One island of a local graph. With ``host`` given (sub-materialization), the island's
     interpreter joins that host instead of getting a thread of its own."""
 
-    def __init__(self, graph, attributes: Attributes, index: int, host=None):
-        self.graph = graph
-        self.attributes = attributes
-        self.name = island_name(graph.name, attributes, index)
-        self.builder = IslandBuilder(self.name)
-        self.host = host if host is not None else ThreadHost(self.name, event_limit=graph.settings.event_limit, clock=graph.materializer.clock)
-
-    def materialize_atomic(self, module, attributes):
-        logic, mat = create_stage(module, attributes)
-        self.builder.add_logic(logic)
-        return logic, mat
-
-    def assign_port(self, port, slot, logic) -> None:
-        self.builder.assign_port(port, slot, logic)
-
-    def create_publisher(self, out, logic):
-        boundary = OutputBoundary(f"{logic.stage_name}.{out.name}>")
-        boundary.attributes = logic.attributes
-        self.builder.add_output_boundary(out, logic, boundary)
-        return boundary.publisher_ref
-
-    def take_publisher(self, slot, publisher, attributes) -> None:
-        consumer = self.builder.consumer_at(slot)
-        size = input_buffer_size(consumer, self.graph.top_attributes)
-        boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else self.name}")
-        self.builder.add_input_boundary(slot, boundary)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.builder.logics
+    def __init__(self, build: GraphBuild, attributes: Attributes, index: int, transport: InProcessTransport,
+                 host: Optional[IslandHost] = None):
+        super().__init__(build, attributes, index)
+        self.transport = transport
+        if host is None:
+            host = ThreadHost(self.name, event_limit=build.settings.event_limit, clock=build.materializer.clock)
+        self.host = host
+        self.host_interpreter = None
+        self.materialized: List[Any] = []
 
     def on_island_ready(self) -> None:
         if not self.is_empty:
-            prepare_island(self.builder, self.graph.settings)
-            self.host_interpreter = self.builder.build(self.host, self.graph.materializer)
+            island = assemble_island(self.plan, self.transport, self.host, self.build.materializer, self.build.settings)
+            self.host_interpreter = island.interpreter
+            self.materialized = island.materialized
             if self.host.interpreter is None:
-                self.host.interpreter = self.host_interpreter
+                self.host.interpreter = island.interpreter
+
+
+def materialized_values(phases: List[LocalIslandPhase]) -> Dict[Any, Any]:
+    """The stages' materialized values by their ``PendingValue`` keys, for ``mat_values.resolve``."""
+    return {(p.index, i): v for p in phases for i, v in enumerate(p.materialized)}

@@ -1,13 +1,18 @@
-"""RunningGraph: the driver's handle on one materialized graph (for an operator's console).
+"""Running graphs: the driver's handle on one materialized graph (for an operator's console).
 
-It lists the graph's islands with their state, waits for all of them to end, and cancels the whole
+A handle lists the graph's islands with their state, waits for all of them to end, and cancels the whole
 graph with a cause (every stage fails with it, so every future of the graph fails with it too).
+``RunningGraphBase`` holds what every backend shares: the completion future, the clean-ups run when
+the last island ended, and the outcome policy (the error of the first island in island order that
+failed, else ``Done``). ``RunningGraph`` is the local materializer's (islands are ``ThreadHost``\\ s);
+``actors.running.RayRunningGraph`` is the Ray materializer's.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 import threading
+from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from typing import Any, Callable, List, Optional
 
@@ -18,44 +23,48 @@ _graph_ids = itertools.count(1)
 log = logging.getLogger(__name__)
 
 
-class RunningGraph:
-    def __init__(self, name: str, islands: List[Any], on_end: Optional[Callable[["RunningGraph"], None]] = None,
+class RunningGraphBase(ABC):
+    """What both materializers' running graphs share; subclasses report island ends and call
+    ``_finish`` once every island has ended."""
+
+    def __init__(self, name: str, islands: List[Any], on_end: Optional[Callable[[Any], None]] = None,
                  cleanups: Optional[List[Callable[[], None]]] = None):
         self.id = next(_graph_ids)
         self.name = name
         self._islands = list(islands)
-        self._remaining = len(self._islands)
         self._lock = threading.Lock()
         self._on_end = on_end
         self._cleanups: List[Callable[[], None]] = list(cleanups or ())
+        self._finished = False
         self.completion: Future = Future()
         self.completion.set_running_or_notify_cancel()
-        if self._remaining == 0:
-            self._finish()
 
     def __repr__(self):
         state = "ended" if self.completion.done() else "running"
-        return f"RunningGraph({self.name}, {len(self._islands)} islands, {state})"
-
-    def island_ended(self, island) -> None:
-        """Called by each island's host when it stopped."""
-        with self._lock:
-            self._remaining -= 1
-            last = self._remaining == 0
-        if last:
-            self._finish()
+        return f"{type(self).__name__}({self.name}, {len(self._islands)} islands, {state})"
 
     def add_cleanup(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` when every island has ended (before ``completion`` is set)."""
         self._cleanups.append(fn)
 
+    @staticmethod
+    def _island_error(island: Any) -> Optional[BaseException]:
+        """The error ``island`` ended with (None if it did not fail)."""
+        return getattr(island, "error", None)
+
     def _finish(self) -> None:
+        """Every island ended (call once; later calls do nothing): run the clean-ups, then complete
+        ``completion`` with the first failed island's error, else ``Done``, then tell ``on_end``."""
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
         for fn in self._cleanups:
             try:
                 fn()
             except Exception as e:  # noqa: BLE001 - a failed clean-up must not hide the graph's outcome
                 log.error("cleanup of graph %s failed: %r", self.name, e)
-        errors = [i.error for i in self._islands if getattr(i, "error", None) is not None]
+        errors = [e for e in map(self._island_error, self._islands) if e is not None]
         if errors:
             self.completion.set_exception(errors[0])
         else:
@@ -72,7 +81,11 @@ class RunningGraph:
         if cause is None:
             cause = AbruptTerminationError(f"graph {self.name} was cancelled")
         for island in self._islands:
-            island.cancel(cause)
+            self._cancel_island(island, cause)
+
+    @abstractmethod
+    def _cancel_island(self, island: Any, cause: BaseException) -> None:
+        """Fail every stage of ``island`` with ``cause`` (an island that already ended is left alone)."""
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until every island ended; True if they did within ``timeout`` seconds."""
@@ -82,6 +95,31 @@ class RunningGraph:
         except TimeoutError:
             return False
 
+    @abstractmethod
     def islands(self) -> List[dict]:
         """Name, state and placement of each island."""
+
+
+class RunningGraph(RunningGraphBase):
+    """A local graph: each island is a ``ThreadHost`` that reports its end to ``island_ended``."""
+
+    def __init__(self, name: str, islands: List[Any], on_end: Optional[Callable[["RunningGraph"], None]] = None,
+                 cleanups: Optional[List[Callable[[], None]]] = None):
+        super().__init__(name, islands, on_end, cleanups)
+        self._remaining = len(self._islands)
+        if self._remaining == 0:
+            self._finish()
+
+    def island_ended(self, island) -> None:
+        """Called by each island's host when it stopped."""
+        with self._lock:
+            self._remaining -= 1
+            last = self._remaining == 0
+        if last:
+            self._finish()
+
+    def _cancel_island(self, island: Any, cause: BaseException) -> None:
+        island.cancel(cause)
+
+    def islands(self) -> List[dict]:
         return [i.info() for i in self._islands]

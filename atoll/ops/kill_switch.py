@@ -7,10 +7,28 @@ is a pass-through that neither buffers nor changes backpressure.
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, Union
 
 from ..errors import StageWasCompleted
 from .base import FlowLogic, FlowStage
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """What ``shutdown()`` triggers: complete downstream, cancel upstream."""
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """What ``abort(cause)`` triggers: fail downstream with ``cause``, cancel upstream."""
+
+    cause: BaseException
+
+
+#: the command a switch was triggered with (it reaches the switch stages, and the copies of a shared
+#: switch in island actors)
+SwitchCommand = Union[Shutdown, Abort]
 
 
 class KillSwitch:
@@ -28,11 +46,11 @@ class _Signal:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self.result: Optional[tuple] = None  # ("shutdown",) or ("abort", exc)
+        self.result: Optional[SwitchCommand] = None
         self._listeners: dict = {}
         self._next = 0
 
-    def trigger(self, result: tuple) -> bool:
+    def trigger(self, result: SwitchCommand) -> bool:
         with self._lock:
             if self.result is not None:
                 return False
@@ -70,12 +88,12 @@ class UniqueKillSwitch(KillSwitch):
 
     def shutdown(self) -> None:
         """Complete downstream and cancel upstream (ignored if the switch was already used)."""
-        self._signal.trigger(("shutdown",))
+        self._signal.trigger(Shutdown())
 
     def abort(self, exc: BaseException) -> None:
         """Fail downstream with ``exc`` and cancel upstream (ignored if the switch was already used)."""
         _check_exc(exc)
-        self._signal.trigger(("abort", exc))
+        self._signal.trigger(Abort(exc))
 
     def __repr__(self):
         return "UniqueKillSwitch"
@@ -94,11 +112,11 @@ class SharedKillSwitch(KillSwitch):
         self._signal = _Signal()
 
     def shutdown(self) -> None:
-        self._signal.trigger(("shutdown",))
+        self._signal.trigger(Shutdown())
 
     def abort(self, exc: BaseException) -> None:
         _check_exc(exc)
-        self._signal.trigger(("abort", exc))
+        self._signal.trigger(Abort(exc))
 
     def __reduce__(self):
         # a copy in another process (an island actor) starts in the same state; the Ray
@@ -115,7 +133,7 @@ class SharedKillSwitch(KillSwitch):
         return f"SharedKillSwitch({self.name})"
 
 
-def _restore_shared(name: str, result) -> "SharedKillSwitch":
+def _restore_shared(name: str, result: Optional[SwitchCommand]) -> "SharedKillSwitch":
     switch = SharedKillSwitch(name)
     switch._signal.result = result
     return switch
@@ -145,11 +163,11 @@ class KillSwitchStage(FlowStage):
                 if self.key is None:
                     self._on_switch(signal.result)
 
-            def _on_switch(self, result):
-                if result[0] == "shutdown":
+            def _on_switch(self, command: SwitchCommand) -> None:
+                if isinstance(command, Shutdown):
                     self.complete_stage()
                 else:
-                    self.fail_stage(result[1])
+                    self.fail_stage(command.cause)
 
             def on_push(self):
                 self.push(self.out, self.grab(self.in_))

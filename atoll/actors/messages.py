@@ -1,0 +1,70 @@
+"""Typed messages between the driver and the island actors (all picklable, immutable).
+
+* ``poll`` events, actor -> driver: a future among the island's materialized values completed
+  (``FutureCompleted``/``FutureFailed``), or the island ended (``IslandEnded``);
+* results of ``call_handle``, actor -> driver: the call returned (``Returned``), raised (``Raised``),
+  returned the handle itself (``ReturnedSelf``), or the island already ended and the call must go to the
+  handle's detached copy (``Detached``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Union
+
+
+# ---------------------------------------------------------------------------------------------- poll events
+@dataclass(frozen=True, slots=True)
+class FutureCompleted:
+    """The exported future ``fid`` completed with ``value``."""
+
+    fid: int
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class FutureFailed:
+    """The exported future ``fid`` failed with ``error`` (made portable)."""
+
+    fid: int
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class IslandEnded:
+    """Every stage of the island stopped: the host's final ``state``, its ``error`` (portable, or None)
+    and the final copies of the exported handles that offer one, by handle id."""
+
+    state: str
+    error: Optional[BaseException]
+    copies: Dict[int, Any]
+
+
+PollEvent = Union[FutureCompleted, FutureFailed, IslandEnded]
+
+
+# ---------------------------------------------------------------------------------------------- handle calls
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The call returned ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The call raised ``error`` (made portable)."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnedSelf:
+    """The call returned the handle's object itself (the proxy returns itself)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Detached:
+    """The island ended: the call must go to the handle's detached copy."""
+
+
+CallResult = Union[Returned, Raised, ReturnedSelf, Detached]
