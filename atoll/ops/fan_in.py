@@ -1102,10 +1102,16 @@ class Concat(_FanInStage):
 
 
 class _ConcatLogic(_DetachableFanInLogic):
+    """Element form as Pekko's (with the detachers inside). Chunk form: every input's chunk waits
+    whole in ``bufs`` until the input is the active one; the active input is asked for what
+    downstream asked for (with detached inputs each input is asked for one element at start, and
+    again as soon as what it held went out, as a detacher does)."""
+
     def __init__(self, stage: Concat):
         super().__init__(stage.shape, stage.ins, stage.out, stage.detached_inputs)
         self.n = stage.n
         self.active = 0
+        self.chunked = False
 
     def on_input_push(self, i):
         self.push(self.out, self.in_grab(i))
@@ -1124,6 +1130,96 @@ class _ConcatLogic(_DetachableFanInLogic):
 
     def on_pull(self):
         self.in_pull(self.active)
+
+    # ------------------------------------------------------------------ chunk form
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+        n = self.n
+        self.bufs = [[] for _ in range(n)]
+        self.offs = [0] * n
+        self.done = [False] * n
+        self.last_demand = 1
+        self.held_signals: list = []
+        for i, in_ in enumerate(self.ins):
+            self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push_chunk, i),
+                                            on_upstream_finish=functools.partial(self._on_finish_chunk, i)))
+        self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def pre_start(self):
+        if self.chunked:
+            if self.detached:
+                for in_ in self.ins:
+                    if not self.is_closed(in_):
+                        self.pull_chunk(in_, 1)
+        else:
+            super().pre_start()
+
+    def _held(self, i: int) -> int:
+        return len(self.bufs[i]) - self.offs[i]
+
+    def _on_push_chunk(self, i: int) -> None:
+        self.bufs[i], self.offs[i] = self.grab(self.ins[i]), 0
+        if i == self.active and self.is_available(self.out):
+            self._deliver_chunk()
+
+    def _on_finish_chunk(self, i: int) -> None:
+        self.done[i] = True
+        if i == self.active and not self._held(i):
+            self._advance_chunk()
+
+    def _on_pull_chunk(self) -> None:
+        self.last_demand = self._out_conns[0].demand
+        self._deliver_chunk()
+
+    def _advance_chunk(self) -> None:
+        a = self.active + 1
+        while a < self.n and self.done[a] and not self._held(a):
+            a += 1
+        self.active = a
+        if a == self.n:
+            self.complete_stage()
+        elif self.is_available(self.out):
+            self._deliver_chunk()
+
+    def _deliver_chunk(self) -> None:
+        a = self.active
+        if a >= self.n:
+            return
+        in_ = self.ins[a]
+        held = self._held(a)
+        if held:
+            b, o = self.bufs[a], self.offs[a]
+            k = min(held, self._out_conns[0].demand)
+            self.push_chunk(self.out, b if o == 0 and k == len(b) else b[o:o + k])
+            if k < held:
+                self.offs[a] = o + k
+                return
+            self.bufs[a], self.offs[a] = [], 0
+            self._release_held()
+            if self.done[a]:
+                self._advance_chunk()
+            elif self.detached and not self.has_been_pulled(in_):
+                self.pull_chunk(in_, self.last_demand)
+        elif self.done[a]:
+            self._advance_chunk()
+        elif not self.has_been_pulled(in_):
+            self.pull_chunk(in_, self._out_conns[0].demand)
+
+    # signals: held behind what the active input still has to emit
+    def on_signal(self, signal) -> None:
+        if self.chunked and self.active < self.n and self._held(self.active):
+            self.held_signals.append(signal)
+        else:
+            self.forward_signal(signal)
+
+    def _release_held(self) -> None:
+        if self.held_signals:
+            sigs, self.held_signals = self.held_signals, []
+            for sig in sigs:
+                self.forward_signal(sig)
 
 
 # ---------------------------------------------------------------------------------------------- Interleave

@@ -835,3 +835,66 @@ def test_unzip_with_failure_fails_every_outlet(settings):
     g = _fan_out_of(lambda: UnzipWith(fn, 2), [Sink.seq(), Sink.seq()], DATA)
     with pytest.raises(Boom):
         _run_graph(g, **settings)
+
+
+def _concat_of(inputs, detached=True, sink=None, sources=None):
+    from atoll import Concat
+
+    def build(b, s):
+        c = b.add(Concat(len(inputs if sources is None else sources), detached_inputs=detached))
+        for i, src in enumerate(sources if sources is not None else [Source.from_iterable(xs) for xs in inputs]):
+            src >> c.in_(i)
+        c.out >> s.in_
+        return ClosedShape
+
+    return RunnableGraph.from_graph(GraphDSL.create(build, sink if sink is not None else Sink.seq()))
+
+
+CONCAT_INPUTS = [list(range(0, 7)), [], list(range(100, 130)), [1000]]
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+@pytest.mark.parametrize("detached", [True, False])
+@pytest.mark.parametrize("sink_chunk", [1, 4, 100])
+def test_concat_in_order(settings, detached, sink_chunk):
+    log = _run_graph(_concat_of(CONCAT_INPUTS, detached, Recording(sink_chunk)), **settings)
+    assert log == sum(CONCAT_INPUTS, [])
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("detached", [True, False])
+def test_concat_under_random_demand(seed, detached):
+    from atoll import Concat
+
+    def graph():
+        def build(b, s):
+            c = b.add(Concat(3, detached_inputs=detached))
+            for i, xs in enumerate(CONCAT_INPUTS[:3]):
+                Source.from_iterable(xs).map(lambda x: x) >> c.in_(i)
+            c.out >> Flow().map(lambda x: x) >> s.in_
+            return ClosedShape
+
+        return RunnableGraph.from_graph(GraphDSL.create(build, TestSink.probe()))
+
+    want = [("next", x) for x in sum(CONCAT_INPUTS[:3], [])] + [("complete",)]
+    for s in ALL_SETTINGS:
+        assert _drive(graph, seed, **s) == want, s
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+def test_concat_failure_of_the_active_input_after_its_elements(settings):
+    failing = Source.from_iterable(DATA).map(lambda x: x if x != 20 else 1 // 0)
+    g = _concat_of(None, False, Recording(3), sources=[Source.from_iterable([1, 2]), failing])
+    with pytest.raises(ZeroDivisionError):
+        _run_graph(g, **settings)
+
+
+@pytest.mark.parametrize("settings", ALL_SETTINGS)
+def test_concat_signals(settings):
+    a = [1, 2, W(3), 3, 4, 5, W(6)]
+    b = [10, W(4), 11, 12, W(7), 13]
+    log = _run_graph(_concat_of(None, True, Recording(2),
+                                sources=[Source.from_graph(Scripted(a)), Source.from_graph(Scripted(b))]), **settings)
+    assert [x for x in log if not isinstance(x, Signal)] == [1, 2, 3, 4, 5, 10, 11, 12, 13]
+    marks = [x.timestamp for x in log if isinstance(x, Watermark)]
+    assert marks == sorted(marks)
