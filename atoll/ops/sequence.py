@@ -31,34 +31,34 @@ class Intersperse(FlowStage):
         self.end = end
 
     def create_logic(self, attributes):
-        stage = self
+        return _IntersperseLogic(self)
 
-        class Logic(FlowLogic):
-            def __init__(self):
-                super().__init__(stage)
-                self.set_handler(stage.in_, InHandler(on_push=self._first_push, on_upstream_finish=self._finish_empty))
 
-            def _first_push(self):
-                elem = self.grab(self.in_)
-                if stage.start is not None:
-                    self.emit_multiple(self.out, (stage.start, elem))
-                else:
-                    self.emit(self.out, elem)
-                self.set_handler(self.in_, self)
+class _IntersperseLogic(FlowLogic):
+    def __init__(self, stage: Intersperse):
+        super().__init__(stage)
+        self.start, self.inject, self.end = stage.start, stage.inject, stage.end
+        self.set_handler(stage.in_, InHandler(on_push=self._first_push, on_upstream_finish=self._finish_empty))
 
-            def _finish_empty(self):
-                self.emit_multiple(self.out, [x for x in (stage.start, stage.end) if x is not None])
-                self.complete_stage()
+    def _first_push(self):
+        elem = self.grab(self.in_)
+        if self.start is not None:
+            self.emit_multiple(self.out, (self.start, elem))
+        else:
+            self.emit(self.out, elem)
+        self.set_handler(self.in_, self)
 
-            def on_push(self):
-                self.emit_multiple(self.out, (stage.inject, self.grab(self.in_)))
+    def _finish_empty(self):
+        self.emit_multiple(self.out, [x for x in (self.start, self.end) if x is not None])
+        self.complete_stage()
 
-            def on_upstream_finish(self):
-                if stage.end is not None:
-                    self.emit(self.out, stage.end)
-                self.complete_stage()
+    def on_push(self):
+        self.emit_multiple(self.out, (self.inject, self.grab(self.in_)))
 
-        return Logic()
+    def on_upstream_finish(self):
+        if self.end is not None:
+            self.emit(self.out, self.end)
+        self.complete_stage()
 
 
 class ZipWithIndex(FlowStage):
