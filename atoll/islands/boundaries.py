@@ -360,6 +360,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self.upstream.ack(self.frames_received)
         buf = self.buffer
         buf.extend(frame)
+        if self.signals:
+            self._emit_due_signals()  # a signal placed before these elements goes first
         if buf and self.is_available(self.out):
             if self.chunked:
                 self._push_chunk()
