@@ -12,7 +12,7 @@ import logging
 from collections import deque
 from typing import Any, List, Optional
 
-from ..errors import NO_MORE_ELEMENTS_NEEDED, AbruptStageTerminationError
+from ..errors import NO_MORE_ELEMENTS_NEEDED
 from ..markers import Done
 from ..stage.attributes import LogLevels
 from .connection import (
@@ -386,7 +386,3 @@ class GraphInterpreter:
                 self._finalize(logic)
         self.queue.clear()
 
-
-def abrupt_termination(logic) -> AbruptStageTerminationError:
-    """The error a stage's pending result fails with when the stage is stopped before finishing."""
-    return AbruptStageTerminationError(f"stage {logic} was stopped before it finished (its island was torn down)")

@@ -13,7 +13,8 @@ from typing import Any, Callable
 from ..errors import NoSuchElementError
 from ..stage.supervision import supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int
-from .slicing import _ChunkFlow, supervise_chunk
+from ..stage.supervision import supervise_chunk
+from .base import ChunkFlow
 
 
 # ---------------------------------------------------------------------------------------------- scan
@@ -37,7 +38,7 @@ class Scan(FlowStage):
         return _ScanLogic(self, decider_of(attributes))
 
 
-class _ScanLogic(_ChunkFlow, FlowLogic):
+class _ScanLogic(ChunkFlow, FlowLogic):
     def __init__(self, stage: Scan, decider):
         super().__init__(stage)
         self.zero = stage.zero
@@ -137,7 +138,7 @@ class Fold(FlowStage):
         return _FoldFlowLogic(self, decider_of(attributes))
 
 
-class _FoldFlowLogic(_ChunkFlow, FlowLogic):
+class _FoldFlowLogic(ChunkFlow, FlowLogic):
     def __init__(self, stage: Fold, decider):
         super().__init__(stage)
         self.zero = stage.zero
@@ -259,7 +260,7 @@ class _ReduceLogic(FlowLogic):
 
 
 # ---------------------------------------------------------------------------------------------- windows
-class _WindowLogic(_ChunkFlow, FlowLogic):
+class _WindowLogic(ChunkFlow, FlowLogic):
     """grouped and sliding: elements go through ``step(x)`` one by one, which returns a finished
     window or None. ``received`` counts the elements that arrived, ``settled`` the leading ones that
     are out (in a window) or will never be; a signal that arrived after ``received == k`` elements is

@@ -59,6 +59,32 @@ class FlowLogic(GraphStageLogic, InHandler, OutHandler):
         self.pull(self.in_)
 
 
+
+class ChunkFlow:
+    """Chunk form plumbing of a one-in one-out logic: ``enable_chunks`` installs
+    ``on_push_chunk``/``on_pull_chunk`` (the element callbacks for finish/failure/cancel stay)."""
+
+    chunked = False
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+        self.chunk_size = chunk_size
+        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+                                             on_upstream_failure=self.on_upstream_failure))
+        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def on_pull_chunk(self) -> None:
+        """Default: ask upstream for what downstream accepts."""
+        self.pull_chunk(self.in_, self._out_conns[0].demand)
+
+    def pull_again(self) -> None:
+        """Every element of a chunk was dropped: ask again for what downstream still accepts."""
+        self.pull_chunk(self.in_, self._out_conns[0].demand)
+
+
 def decider_of(attributes: Attributes):
     s = attributes.get(SupervisionStrategy)
     return s.decider if s is not None else Supervision.stopping_decider

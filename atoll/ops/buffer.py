@@ -6,7 +6,7 @@ from collections import deque
 
 from ..errors import BufferOverflowError
 from .base import FlowLogic, FlowStage, require_int
-from .slicing import _ChunkFlow
+from .base import ChunkFlow
 
 log = logging.getLogger("atoll.buffer")
 
@@ -76,7 +76,7 @@ class _Held:
         return (_Held, (self.signal,))
 
 
-class _BufferLogic(_ChunkFlow, FlowLogic):
+class _BufferLogic(ChunkFlow, FlowLogic):
     """The queue holds elements and, behind them, the signals that arrived after them (``_Held``);
     a signal at the head goes out at once, so the head is always an element. Chunk form: a pull
     asks for the free room (one element when the queue is full and the strategy drops, so a chunk

@@ -9,7 +9,8 @@ from ..stage.attributes import LogLevels
 from ..stage.handlers import InHandler
 from ..stage.supervision import supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable
-from .slicing import _ChunkFlow, supervise_chunk
+from ..stage.supervision import supervise_chunk
+from .base import ChunkFlow
 
 _UNSET = object()
 
@@ -74,7 +75,7 @@ class ZipWithIndex(FlowStage):
         return _ZipWithIndexLogic(self)
 
 
-class _ZipWithIndexLogic(_ChunkFlow, FlowLogic):
+class _ZipWithIndexLogic(ChunkFlow, FlowLogic):
     """Chunk form: demand passes straight upstream, each chunk is paired with the next indices."""
 
     def __init__(self, stage: ZipWithIndex):
@@ -198,7 +199,7 @@ def _cause_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class _LogLogic(_ChunkFlow, FlowLogic):
+class _LogLogic(ChunkFlow, FlowLogic):
     """Chunk form: demand passes straight upstream; every element of a chunk is logged in order,
     ``extract`` supervised per element (Stop pushes the elements before it, then fails)."""
 

@@ -10,48 +10,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import StreamLimitReachedError
-from ..stage.handlers import InHandler, OutHandler
-from ..stage.supervision import Supervision, decide, supervise
-from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int
-
-
-class _ChunkFlow:
-    """Chunk form plumbing of a one-in one-out logic: ``enable_chunks`` installs
-    ``on_push_chunk``/``on_pull_chunk`` (the element callbacks for finish/failure/cancel stay)."""
-
-    chunked = False
-
-    def chunk_capable(self) -> bool:
-        return True
-
-    def enable_chunks(self, chunk_size: int) -> None:
-        self.chunked = True
-        self.chunk_size = chunk_size
-        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
-                                             on_upstream_failure=self.on_upstream_failure))
-        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
-
-    def on_pull_chunk(self) -> None:
-        """Default: ask upstream for what downstream accepts."""
-        self.pull_chunk(self.in_, self._out_conns[0].demand)
-
-    def pull_again(self) -> None:
-        """Every element of a chunk was dropped: ask again for what downstream still accepts."""
-        self.pull_chunk(self.in_, self._out_conns[0].demand)
-
-
-def supervise_chunk(logic, exc: BaseException, done: list) -> bool:
-    """Supervise ``exc`` raised on one element of a chunk: Stop pushes the results made before it
-    (``done``) and fails; Resume/Restart (which resets the state) drop the element, the caller goes on."""
-    d = decide(logic.decider, exc)
-    if d == Supervision.STOP:
-        if done:
-            logic.push(logic.out, done)
-        logic.fail_stage(exc)
-        return False
-    if d == Supervision.RESTART:
-        logic.reset_state()
-    return True
+from ..stage.supervision import supervise, supervise_chunk
+from .base import ChunkFlow, FlowLogic, FlowStage, decider_of, require_callable, require_int
 
 
 # ---------------------------------------------------------------------------------------------- take
@@ -72,7 +32,7 @@ class Take(FlowStage):
         return _TakeLogic(self)
 
 
-class _TakeLogic(_ChunkFlow, FlowLogic):
+class _TakeLogic(ChunkFlow, FlowLogic):
     def __init__(self, stage: Take):
         super().__init__(stage)
         self.n = stage.n
@@ -135,7 +95,7 @@ class TakeWhile(FlowStage):
         return _TakeWhileLogic(self, decider_of(attributes))
 
 
-class _TakeWhileLogic(_ChunkFlow, FlowLogic):
+class _TakeWhileLogic(ChunkFlow, FlowLogic):
     def __init__(self, stage: TakeWhile, decider):
         super().__init__(stage)
         self.pred = stage.pred
@@ -201,7 +161,7 @@ class Drop(FlowStage):
         return _DropLogic(self)
 
 
-class _DropLogic(_ChunkFlow, FlowLogic):
+class _DropLogic(ChunkFlow, FlowLogic):
     def __init__(self, stage: Drop):
         super().__init__(stage)
         self.n = stage.n
@@ -260,7 +220,7 @@ class DropWhile(FlowStage):
         return _DropWhileLogic(self, decider_of(attributes))
 
 
-class _DropWhileLogic(_ChunkFlow, FlowLogic):
+class _DropWhileLogic(ChunkFlow, FlowLogic):
     def __init__(self, stage: DropWhile, decider):
         super().__init__(stage)
         self.pred = stage.pred

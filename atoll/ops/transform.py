@@ -9,27 +9,13 @@ import itertools
 from typing import Any, Callable, Iterable, Optional, Tuple
 
 from ..errors import PortStateError
-from ..stage.handlers import InHandler, OutHandler
-from ..stage.supervision import Supervision, decide, supervise
-from .base import FlowLogic, FlowStage, decider_of, require_callable
+from ..stage.handlers import InHandler
+from ..stage.supervision import Supervision, decide, supervise, supervise_chunk
 from ..stage.chunk_budget import ChunkBudget, now
+from .base import ChunkFlow, FlowLogic, FlowStage, decider_of, require_callable
 from .forms import FILTER, MAP, MAP_CONCAT, StatelessForm
 
 _NOTHING = object()
-
-
-def _supervise_chunk(logic, exc: BaseException, done: list) -> bool:
-    """Supervise ``exc`` raised on one element of a chunk: Stop pushes the results made before it
-    (``done``), then fails; Resume/Restart drop the element and the caller goes on with the rest."""
-    d = decide(logic.decider, exc)
-    if d == Supervision.STOP:
-        if done:
-            logic.push(logic.out, done)
-        logic.fail_stage(exc)
-        return False
-    if d == Supervision.RESTART:
-        logic.reset_state()
-    return True
 
 
 def _push_or_pull(logic, res: list) -> None:
@@ -39,24 +25,20 @@ def _push_or_pull(logic, res: list) -> None:
         logic.pull(logic.in_)
 
 
-class _StatelessChunkForm:
-    """Chunk form of a one-in one-out logic that keeps no elements: demand passes straight upstream."""
+class _StatelessChunkForm(ChunkFlow):
+    """Chunk form of a one-in one-out logic that keeps no elements: demand passes upstream, capped by
+    the stage's chunk budget (``atoll.stage.chunk_budget``) because it calls user code."""
 
     budget = None
 
-    def chunk_capable(self) -> bool:
-        return True
-
     def enable_chunks(self, chunk_size: int) -> None:
+        super().enable_chunks(chunk_size)
         self.budget = ChunkBudget(chunk_size)
         self.set_handler(self.in_, InHandler(on_push=self._timed_push_chunk, on_upstream_finish=self.on_upstream_finish,
                                              on_upstream_failure=self.on_upstream_failure))
-        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
 
     def on_pull_chunk(self):
-        in_conn = self._in_conns[0]
-        in_conn.demand = min(self._out_conns[0].demand, self.budget.size)
-        self.pull(self.in_)
+        self.pull_chunk(self.in_, min(self._out_conns[0].demand, self.budget.size))
 
     def _timed_push_chunk(self):
         slot = self._in_conns[0].slot
@@ -121,7 +103,7 @@ class _MapLogic(_StatelessChunkForm, FlowLogic):
                     ap(y)
                 break
             except Exception as e:  # noqa: BLE001
-                if not _supervise_chunk(self, e, res):
+                if not supervise_chunk(self, e, res):
                     return
         _push_or_pull(self, res)
 
@@ -181,7 +163,7 @@ class _FilterLogic(_StatelessChunkForm, FlowLogic):
                 res.extend(pick(pred, it))  # a raising predicate leaves the passing elements before it in res
                 break
             except Exception as e:  # noqa: BLE001
-                if not _supervise_chunk(self, e, res):
+                if not supervise_chunk(self, e, res):
                     return
         _push_or_pull(self, res)
 

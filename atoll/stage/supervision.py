@@ -52,3 +52,19 @@ def supervise(logic, decider: Decider, exc: BaseException) -> bool:
     if d == Supervision.RESTART:
         logic.reset_state()
     return True
+
+
+def supervise_chunk(logic, exc: BaseException, done: list) -> bool:
+    """``supervise`` for ``exc`` raised on one element of a chunk of a one-in one-out ``logic`` (with
+    ``decider`` and ``out``): Stop pushes the results made before that element (``done``) and then
+    fails, so the failure arrives after them; Resume/Restart (which resets the state) return True and
+    the caller drops the element and goes on with the rest of the chunk."""
+    d = decide(logic.decider, exc)
+    if d == Supervision.STOP:
+        if done:
+            logic.push(logic.out, done)
+        logic.fail_stage(exc)
+        return False
+    if d == Supervision.RESTART:
+        logic.reset_state()
+    return True

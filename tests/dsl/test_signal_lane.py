@@ -3,10 +3,10 @@ linear stages, chunk connections, junctions (with fan-in alignment) and island b
 from __future__ import annotations
 
 import pytest
-from signal_stages import Recording, Scripted
 
 from atoll import Broadcast, ClosedShape, Flow, GraphDSL, Keep, Materializer, Merge, RunnableGraph, Sink, Source, Zip
 from atoll.stage.signals import Barrier, Signal, Watermark
+from atoll.testkit.signals import Recording, Scripted
 
 W = Watermark
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import pickle
 import random
-from concurrent.futures import Future
 
 import pytest
 
 from atoll import Attributes, Flow, Keep, Materializer, OverflowStrategy, Sink, Source
-from atoll.ops.base import SinkStage, SourceStage, complete_promise, fail_promise, new_promise
-from atoll.stage.handlers import InHandler, OutHandler
-from atoll.stage.logic import GraphStageLogic
 from atoll.stage.signals import Signal, Watermark
 from atoll.stage.supervision import Supervision
 from atoll.testkit import TestSink
+from atoll.testkit.signals import Recording, Scripted
 
 W = Watermark
 CHUNK_SETTINGS = [dict(chunk_size=1), dict(chunk_size=3), dict(chunk_size=1024)]
@@ -121,116 +118,6 @@ def check_probes(op, data, decider=None, seeds=range(4)):
 def check(op, data, decider=None):
     check_probes(op, data, decider)
     return check_chunked(op, data, decider)
-
-
-# ---------------------------------------------------------------------------------------------- signal stages
-class Scripted(SourceStage):
-    """Emits ``items``: elements on demand, each ``Signal`` as soon as the elements before it are out."""
-
-    def __init__(self, items):
-        super().__init__("scripted")
-        self.items = list(items)
-
-    def create_logic(self, attributes):
-        return _ScriptedLogic(self)
-
-
-class _ScriptedLogic(GraphStageLogic, OutHandler):
-    def __init__(self, stage):
-        super().__init__(stage.shape)
-        self.out = stage.out
-        self.items = stage.items
-        self.i = 0
-        self.set_handler(self.out, self)
-
-    def pre_start(self):
-        self._signals()
-
-    def _signals(self):
-        items = self.items
-        while self.i < len(items) and isinstance(items[self.i], Signal):
-            self.emit_signal(self.out, items[self.i])
-            self.i += 1
-        if self.i >= len(items):
-            self.complete(self.out)
-
-    def on_pull(self):
-        self.push(self.out, self.items[self.i])
-        self.i += 1
-        self._signals()
-
-    def chunk_capable(self):
-        return True
-
-    def enable_chunks(self, chunk_size):
-        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk))
-
-    def on_pull_chunk(self):
-        n = self._out_conns[0].demand
-        chunk = []
-        items = self.items
-        while len(chunk) < n and self.i < len(items) and not isinstance(items[self.i], Signal):
-            chunk.append(items[self.i])
-            self.i += 1
-        self.push(self.out, chunk)
-        self._signals()
-
-
-class Recording(SinkStage):
-    """Logs every element and signal in arrival order; materializes ``Future[list]``."""
-
-    def __init__(self, chunk: int = 3):
-        super().__init__("recording")
-        self.chunk = chunk
-
-    def create_logic_and_materialized_value(self, attributes):
-        promise = new_promise()
-        return _RecordingLogic(self, promise), promise
-
-
-class _RecordingLogic(GraphStageLogic, InHandler):
-    def __init__(self, stage, promise: Future):
-        super().__init__(stage.shape)
-        self.in_ = stage.in_
-        self.promise = promise
-        self.log = []
-        self.chunked = False
-        self.chunk = stage.chunk
-        self.set_handler(self.in_, self)
-
-    def pre_start(self):
-        self._pull()
-
-    def _pull(self):
-        if self.chunked:
-            self.pull_chunk(self.in_, self.chunk)
-        else:
-            self.pull(self.in_)
-
-    def on_push(self):
-        got = self.grab(self.in_)
-        if self.chunked:
-            self.log.extend(got)
-        else:
-            self.log.append(got)
-        self._pull()
-
-    def on_signal(self, signal):
-        self.log.append(signal)
-
-    def on_upstream_finish(self):
-        complete_promise(self.promise, self.log)
-        self.complete_stage()
-
-    def on_upstream_failure(self, exc):
-        fail_promise(self.promise, exc)
-        self.fail_stage(exc)
-
-    def chunk_capable(self):
-        return True
-
-    def enable_chunks(self, chunk_size):
-        self.chunked = True
 
 
 SIGNAL_ITEMS = [W(0), 1, 2, W(5), 3, 4, 5, W(7), 6, 7, 8, 9, 10, W(11), W(12), 11, W(13)]

@@ -1,7 +1,8 @@
-"""Test stages for the signal lane: a scripted source of elements and signals, and a recording sink.
+"""Test stages for the signal lane: ``Scripted`` (a source of elements and control signals in a given
+order) and ``Recording`` (a sink logging elements and signals in one list, in arrival order).
 
 Both have a chunk form, so a pipeline between them runs on chunk connections unless the materializer
-says ``fusion=False``; the recording sink logs elements and signals in one list, in arrival order.
+says ``fusion=False``; use them to check that an operator keeps signals in their place.
 """
 from __future__ import annotations
 
