@@ -22,6 +22,14 @@ PULL_END_FLIP = PULLING ^ OUT_READY  # 10
 PUSH_START_FLIP = OUT_READY ^ PUSHING  # 12
 PUSH_END_FLIP = PUSHING ^ IN_READY  # 5
 
+# Hot-path masks, precomputed (Python does not fold ``A | B`` of module constants): a port call or an
+# event takes its fast path when ``state & MASK`` equals the one protocol bit named after the ``==``.
+PULL_MASK = IN_READY | IN_CLOSED | OUT_CLOSED  # == IN_READY: a pull may start
+PUSH_MASK = OUT_READY | OUT_CLOSED | IN_CLOSED  # == OUT_READY: a push may start
+GRAB_MASK = IN_READY | IN_FAILED | IN_CLOSED  # == IN_READY: an open inlet
+PUSH_EVENT_MASK = PUSHING | IN_CLOSED | OUT_CLOSED | SIGNAL | HELD  # == PUSHING: a plain push event
+PULL_EVENT_MASK = PULLING | OUT_CLOSED | IN_CLOSED | SIGNAL  # == PULLING: a plain pull event
+
 KEEP_GOING_FLAG = 0x4000000
 KEEP_GOING_MASK = 0x3FFFFFF
 
@@ -67,7 +75,7 @@ class Connection:
 
     __slots__ = (
         "id", "in_owner", "out_owner", "in_handler", "out_handler", "state", "slot", "inlet", "outlet",
-        "demand", "chunked", "signals", "signals_before",
+        "demand", "chunked", "signals", "signals_before", "on_push", "on_pull",
     )
 
     def __init__(self, id: int):
@@ -84,10 +92,21 @@ class Connection:
         self.out_owner = None
         self.in_handler = None
         self.out_handler = None
+        #: the handlers' ``on_push`` / ``on_pull``, bound once (the hot path calls them per event)
+        self.on_push = None
+        self.on_pull = None
         self.state = IN_READY
         self.slot = EMPTY
         self.inlet = None
         self.outlet = None
+
+    def set_in_handler(self, handler) -> None:
+        self.in_handler = handler
+        self.on_push = handler.on_push
+
+    def set_out_handler(self, handler) -> None:
+        self.out_handler = handler
+        self.on_pull = handler.on_pull
 
     def __repr__(self):
         return (

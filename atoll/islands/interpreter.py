@@ -5,10 +5,19 @@ connection (at most one pending event per connection, its kind encoded in the po
 ``execute`` dispatches queued events to the handlers, a bounded number per turn so the host can serve
 async callbacks, timers and channel messages in between. Exceptions thrown by a handler fail that
 stage: downstream fails, upstream is cancelled with the cause.
+
+Event chasing (after Pekko's interpreter): while ``execute`` runs, a push or pull issued when nothing is
+queued is not queued but kept in ``chased`` and dispatched right after the handler returns. It would be
+the queue's head anyway, so the event order is exactly the plain queue's order; a chain of element-wise
+stages just passes an element along without a queue round trip. Fuzzing mode
+(``Materializer.local(fuzzing=seed)``) turns chasing off and queues each event before or after the last
+queued one at random: handlers see a different, still legal, event order, which flushes out stages
+that depend on one.
 """
 from __future__ import annotations
 
 import logging
+import random
 from collections import deque
 from typing import Any, List, Optional
 
@@ -24,6 +33,8 @@ from .connection import (
     KEEP_GOING_MASK,
     OUT_CLOSED,
     PULL_END_FLIP,
+    PULL_EVENT_MASK,
+    PUSH_EVENT_MASK,
     PULLING,
     PUSH_END_FLIP,
     PUSHING,
@@ -34,6 +45,17 @@ from .connection import (
 )
 
 log = logging.getLogger("atoll.interpreter")
+
+class _NoChase:
+    """``chased`` outside ``execute`` (and always in fuzzing mode): pushes and pulls are queued."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "NoChase"
+
+
+NO_CHASE = _NoChase()
 
 
 class GraphInterpreter:
@@ -48,20 +70,29 @@ class GraphInterpreter:
         "materializer",
         "name",
         "running_stages",
-        "active",
+        "chased",
+        "finished",
+        "_fuzz",
         "_initialized",
     )
 
-    def __init__(self, logics: List[Any], connections: List[Connection], host, materializer=None, name: str = "island"):
+    def __init__(self, logics: List[Any], connections: List[Connection], host, materializer=None, name: str = "island",
+                 fuzzing: Optional[int] = None):
+        """``fuzzing``: a seed turns on fuzzing mode (no chasing, shuffled queue order); None is normal."""
         self.logics = logics
         self.connections = connections
         self.queue: deque = deque()
-        self.enqueue = self.queue.append
         self.host = host
         self.materializer = materializer
         self.name = name
         self.running_stages = len(logics)
-        self.active = None
+        #: the queue's virtual head: the event issued while nothing was queued (``None``: free,
+        #: ``NO_CHASE``: outside ``execute`` or fuzzing, queue everything)
+        self.chased = NO_CHASE
+        #: logics whose last port closed (``_counter`` reached 0) since the last check: finalized after the event
+        self.finished: List[Any] = []
+        self._fuzz = None if fuzzing is None else random.Random(fuzzing)
+        self.enqueue = self.queue.append if fuzzing is None else self._enqueue_fuzzing
         self._initialized = False
 
     def __repr__(self):
@@ -75,13 +106,11 @@ class GraphInterpreter:
             logic._attach(self, i)
         self._initialized = True
         for logic in self.logics:
-            self.active = logic
             try:
                 logic.pre_start()
             except Exception as e:  # noqa: BLE001 - a failing pre_start fails its stage
                 self._report_error(logic, e)
             self._after_stage_has_run(logic)
-        self.active = None
 
     @property
     def is_completed(self) -> bool:
@@ -94,36 +123,67 @@ class GraphInterpreter:
         return bool(self.queue)
 
     # ------------------------------------------------------------------ the event loop
+    def _enqueue_fuzzing(self, conn: Connection) -> None:
+        """Fuzzing mode's enqueue: the new event lands before or after the last queued one at random."""
+        queue = self.queue
+        if queue and self._fuzz.random() < 0.5:
+            last = queue.pop()
+            queue.append(conn)
+            queue.append(last)
+        else:
+            queue.append(conn)
+
     def execute(self, event_limit: int) -> int:
-        """Process up to ``event_limit`` queued events; returns the unused budget."""
+        """Process up to ``event_limit`` events (queued and chased); returns the unused budget."""
+        if self._fuzz is not None:
+            return self._execute_fuzzing(event_limit)
         queue = self.queue
         pop = queue.popleft
+        finished = self.finished
         remaining = event_limit
-        while queue and remaining > 0:
-            conn = pop()
+        self.chased = None
+        while remaining > 0:
+            conn = self.chased
+            if conn is None:
+                if not queue:
+                    break
+                conn = pop()
+            else:
+                self.chased = None
             remaining -= 1
             st = conn.state
-            if st & (PUSHING | IN_CLOSED | OUT_CLOSED | SIGNAL | HELD) == PUSHING:
-                logic = self.active = conn.in_owner
+            if st & PUSH_EVENT_MASK == PUSHING:
                 conn.state = st ^ PUSH_END_FLIP
                 try:
-                    conn.in_handler.on_push()
+                    conn.on_push()
                 except Exception as e:  # noqa: BLE001
-                    self._report_error(logic, e)
-            elif st & (PULLING | OUT_CLOSED | IN_CLOSED | SIGNAL) == PULLING:
-                logic = self.active = conn.out_owner
+                    self._report_error(conn.in_owner, e)
+            elif st & PULL_EVENT_MASK == PULLING:
                 conn.state = st ^ PULL_END_FLIP
                 try:
-                    conn.out_handler.on_pull()
+                    conn.on_pull()
                 except Exception as e:  # noqa: BLE001
-                    self._report_error(logic, e)
+                    self._report_error(conn.out_owner, e)
             else:
-                logic = self._process_slow(conn, st)
-                if logic is None:
-                    continue
-            if logic._counter == 0 and not logic._finalized:
-                self._finalize(logic)
-        self.active = None
+                self._process_slow(conn, st)
+            if finished:
+                self._finalize_finished()
+        conn = self.chased
+        if conn is not None:
+            queue.appendleft(conn)  # out of budget: the chased event stays the queue's head
+        self.chased = NO_CHASE
+        return remaining
+
+    def _execute_fuzzing(self, event_limit: int) -> int:
+        """``execute`` in fuzzing mode: no chasing, every event through the slow dispatch."""
+        queue = self.queue
+        remaining = event_limit
+        while queue and remaining > 0:
+            remaining -= 1
+            conn = queue.popleft()
+            self._process_slow(conn, conn.state)
+            if self.finished:
+                self._finalize_finished()
         return remaining
 
     # ------------------------------------------------------------------ the slow path: signals, holds, closes
@@ -145,10 +205,10 @@ class GraphInterpreter:
                 return self._process_close(conn, st)
             return None
         if st & (PUSHING | IN_CLOSED | OUT_CLOSED) == PUSHING:
-            logic = self.active = conn.in_owner
+            logic = conn.in_owner
             conn.state = st ^ PUSH_END_FLIP
             try:
-                conn.in_handler.on_push()
+                conn.on_push()
             except Exception as e:  # noqa: BLE001
                 self._report_error(logic, e)
             st = conn.state
@@ -160,10 +220,10 @@ class GraphInterpreter:
         return self._process_close(conn, st)
 
     def _deliver_pull(self, conn: Connection, st: int):
-        logic = self.active = conn.out_owner
+        logic = conn.out_owner
         conn.state = st ^ PULL_END_FLIP
         try:
-            conn.out_handler.on_pull()
+            conn.on_pull()
         except Exception as e:  # noqa: BLE001
             self._report_error(logic, e)
         return logic
@@ -178,7 +238,7 @@ class GraphInterpreter:
             conn.state &= ~SIGNAL
             return
         n = conn.signals_before if st & PUSHING else len(sigs)
-        logic = self.active = conn.in_owner
+        logic = conn.in_owner
         while n > 0 and sigs:
             sig = sigs.pop(0)
             n -= 1
@@ -217,7 +277,7 @@ class GraphInterpreter:
     def _process_close(self, conn: Connection, st: int):
         if st & (OUT_CLOSED | IN_CLOSED) == IN_CLOSED:
             # downstream cancelled
-            logic = self.active = conn.out_owner
+            logic = conn.out_owner
             conn.state = st | OUT_CLOSED
             self._dec(logic)
             slot = conn.slot
@@ -229,12 +289,12 @@ class GraphInterpreter:
                 self._report_error(logic, e)
             return logic
         if st & (OUT_CLOSED | IN_CLOSED) == OUT_CLOSED:
-            logic = self.active = conn.in_owner
+            logic = conn.in_owner
             if st & PUSHING:
                 # an element is still on its way: deliver it, then the close event again
                 conn.state = st ^ PUSH_END_FLIP
                 try:
-                    conn.in_handler.on_push()
+                    conn.on_push()
                 except Exception as e:  # noqa: BLE001
                     self._report_error(logic, e)
                 if not conn.state & IN_CLOSED:
@@ -258,15 +318,26 @@ class GraphInterpreter:
             return logic
         return None
 
-    @staticmethod
-    def _dec(logic) -> None:
+    def _dec(self, logic) -> None:
+        """One port of ``logic`` closed; a logic left with none (and not keeping going) is finished."""
         c = logic._counter
         if c & KEEP_GOING_MASK:
-            logic._counter = c - 1
+            logic._counter = c = c - 1
+            if c == 0:
+                self.finished.append(logic)
+
+    def _finalize_finished(self) -> None:
+        finished = self.finished
+        while finished:
+            logic = finished.pop()
+            if logic._counter == 0 and not logic._finalized:
+                self._finalize(logic)
 
     def _after_stage_has_run(self, logic) -> None:
         if logic._counter == 0 and not logic._finalized:
             self._finalize(logic)
+        if self.finished:
+            self._finalize_finished()
 
     def _report_error(self, logic, exc: BaseException) -> None:
         name = logic.stage_name
@@ -331,7 +402,6 @@ class GraphInterpreter:
             if promise is not None and not promise.done():
                 promise.set_exception(logic._detached())
             return
-        self.active = logic
         try:
             handler(value)
             if promise is not None:
@@ -345,7 +415,6 @@ class GraphInterpreter:
                     promise.set_exception(e)
             self._report_error(logic, e)
         self._after_stage_has_run(logic)
-        self.active = None
 
     # ------------------------------------------------------------------ teardown
     def fail_all(self, cause: BaseException, event_limit: int = 1_000_000) -> None:
@@ -360,7 +429,6 @@ class GraphInterpreter:
         for logic in self.logics:
             hook = getattr(logic, "on_island_abort", None)
             if hook is not None and not logic._finalized:
-                self.active = logic
                 try:
                     hook(cause)
                 except Exception as e:  # noqa: BLE001
@@ -370,7 +438,6 @@ class GraphInterpreter:
             for logic in self.logics:
                 if logic._finalized or (sources_only and logic._in_conns):
                     continue
-                self.active = logic
                 try:
                     logic.fail_stage(cause)
                 except Exception as e:  # noqa: BLE001

@@ -78,12 +78,14 @@ class IslandBuilder:
                 raise IllegalStateError(f"island {self.name}: {c.outlet} of stage [{c.out_owner}] is not connected")
             if c.out_owner is None:
                 raise IllegalStateError(f"island {self.name}: {c.inlet} of stage [{c.in_owner}] is not connected")
-            c.in_handler = c.in_owner._in_handlers[c.inlet.id]
-            if c.in_handler is None:
+            handler = c.in_owner._in_handlers[c.inlet.id]
+            if handler is None:
                 raise IllegalStateError(f"No handler defined in stage [{c.in_owner}] for in port [{c.inlet.name}]")
-            c.out_handler = c.out_owner._out_handlers[c.outlet.id]
-            if c.out_handler is None:
+            c.set_in_handler(handler)
+            handler = c.out_owner._out_handlers[c.outlet.id]
+            if handler is None:
                 raise IllegalStateError(f"No handler defined in stage [{c.out_owner}] for out port [{c.outlet.name}]")
+            c.set_out_handler(handler)
         for logic in self.logics:
             for i, c in enumerate(logic._in_conns):
                 if c is None:

@@ -20,6 +20,9 @@ from ..errors import (
     StreamDetachedError,
 )
 from ..islands.connection import (
+    GRAB_MASK,
+    PULL_MASK,
+    PUSH_MASK,
     EMPTY,
     IN_CLOSED,
     IN_FAILED,
@@ -41,6 +44,12 @@ from .shapes import Shape
 
 _pending_lock = threading.Lock()
 _STOPPED = object()  # GraphStageLogic._feedback once the stage has stopped
+
+
+# state masks used by the port queries (precomputed: they run per element)
+_IN_READY_CLOSED = IN_READY | IN_CLOSED
+_IN_READY_FAILED = IN_READY | IN_FAILED
+_OUT_READY_CLOSED = OUT_READY | OUT_CLOSED
 
 
 class GraphStageLogic:
@@ -117,7 +126,7 @@ class GraphStageLogic:
             self._in_handlers[idx] = handler
             conn = self._in_conns[idx]
             if conn is not None:
-                conn.in_handler = handler
+                conn.set_in_handler(handler)
         elif isinstance(port, Outlet):
             idx = self._index_of(port, self._out_ports)
             if not hasattr(handler, "on_pull"):
@@ -125,7 +134,7 @@ class GraphStageLogic:
             self._out_handlers[idx] = handler
             conn = self._out_conns[idx]
             if conn is not None:
-                conn.out_handler = handler
+                conn.set_out_handler(handler)
         else:
             raise TypeError(f"{self}: set_handler expects an Inlet or Outlet, got {port!r}")
 
@@ -156,9 +165,13 @@ class GraphStageLogic:
             st = conn.state
         except AttributeError:
             raise self._not_initialized() from None
-        if st & (IN_READY | IN_CLOSED | OUT_CLOSED) == IN_READY:
+        if st & PULL_MASK == IN_READY:
             conn.state = st ^ PULL_START_FLIP
-            self._enqueue(conn)
+            interp = self._interpreter
+            if interp.chased is None and not interp.queue:
+                interp.chased = conn  # event chasing: the queue's head, dispatched right after this handler
+            else:
+                self._enqueue(conn)
         else:
             if st & IN_CLOSED:
                 raise PortStateError(f"Cannot pull closed port ({in_.name}) of stage {self}")
@@ -179,7 +192,7 @@ class GraphStageLogic:
             elem = conn.slot
         except AttributeError:
             raise self._not_initialized() from None
-        if conn.state & (IN_READY | IN_FAILED | IN_CLOSED) == IN_READY and elem is not EMPTY:
+        if conn.state & GRAB_MASK == IN_READY and elem is not EMPTY:
             conn.slot = EMPTY
             return elem
         # slow path: the port was completed, failed or cancelled meanwhile
@@ -203,21 +216,21 @@ class GraphStageLogic:
         if isinstance(port, Inlet):
             conn = self._in_conns[port.id]
             st = conn.state
-            if st & (IN_READY | IN_FAILED | IN_CLOSED) == IN_READY:
+            if st & GRAB_MASK == IN_READY:
                 return conn.slot is not EMPTY
-            if st & (IN_READY | IN_FAILED | IN_CLOSED) == (IN_READY | IN_CLOSED):
+            if st & GRAB_MASK == _IN_READY_CLOSED:
                 # completed with an element still to grab; a cancelled port has discarded its element
                 slot = conn.slot
                 return slot is not EMPTY and type(slot) is not Cancelled
-            if st & (IN_READY | IN_FAILED) == (IN_READY | IN_FAILED):
+            if st & _IN_READY_FAILED == _IN_READY_FAILED:
                 slot = conn.slot
                 return type(slot) is Failed and slot.previous is not EMPTY
             return False
-        return self._out_conns[port.id].state & (OUT_READY | OUT_CLOSED) == OUT_READY
+        return self._out_conns[port.id].state & _OUT_READY_CLOSED == OUT_READY
 
     def has_been_pulled(self, in_: Inlet) -> bool:
         """True between ``pull(in_)`` and the matching ``on_push``."""
-        return self._in_conns[in_.id].state & (IN_READY | IN_CLOSED) == 0
+        return self._in_conns[in_.id].state & _IN_READY_CLOSED == 0
 
     def is_closed(self, port) -> bool:
         if isinstance(port, Inlet):
@@ -232,10 +245,14 @@ class GraphStageLogic:
             st = conn.state
         except AttributeError:
             raise self._not_initialized() from None
-        if st & (OUT_READY | OUT_CLOSED | IN_CLOSED) == OUT_READY and elem is not None:
+        if st & PUSH_MASK == OUT_READY and elem is not None:
             conn.state = st ^ PUSH_START_FLIP
             conn.slot = elem
-            self._enqueue(conn)
+            interp = self._interpreter
+            if interp.chased is None and not interp.queue:
+                interp.chased = conn  # event chasing: the queue's head, dispatched right after this handler
+            else:
+                self._enqueue(conn)
         else:
             if elem is None:
                 raise PortStateError(
@@ -399,7 +416,9 @@ class GraphStageLogic:
         if enabled:
             self._counter |= KEEP_GOING_FLAG
         else:
-            self._counter &= KEEP_GOING_MASK
+            c = self._counter = self._counter & KEEP_GOING_MASK
+            if c == 0 and self._interpreter is not None:
+                self._interpreter.finished.append(self)  # every port already closed: the stage stops
 
     @property
     def is_keep_going(self) -> bool:
