@@ -749,21 +749,50 @@ class _ZipWithLogic(GraphStageLogic, OutHandler):
 
     # ------------------------------------------------------------------ chunk form
     # Each input keeps the elements not yet matched (``bufs``); a combination chunk is as long as the
-    # shortest buffer allows and downstream accepts. Like the element form, the inputs are pulled
-    # again right after a combination went out, each for the demand downstream expressed last (one
-    # element under per-element demand), and the stage completes as soon as a completed input has no
-    # element left to match.
+    # shortest buffer allows and downstream accepts. Like the element form, an input is pulled again
+    # as soon as its elements are matched: for what the last pull downstream asked beyond what went
+    # out since (``wanted``, what the next pull will ask for), or for one element once that demand is
+    # met (the element form's one element read ahead); so the inputs make what the element form
+    # makes. The stage completes as soon as a completed input has no element left to match.
+    #
+    # An input's failure waits (``failed``) until every element that input delivered before it was
+    # combined and pushed: element-wise, the failing element is pulled only after the elements before
+    # it were combined, so the failure comes after their combinations (DESIGN.md section 9, bugs 2 and
+    # 3: a chunk of upstream work brings the failure early, with those elements still unmatched).
     def chunk_capable(self) -> bool:
         return True
 
     def enable_chunks(self, chunk_size: int) -> None:
         self.bufs = [[] for _ in self.ins]
         self.done = [False] * self.n
-        self.last_demand = 1
+        self.failed = [None] * self.n
+        self.wanted = 1
         for i, in_ in enumerate(self.ins):
             self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push_chunk, i),
-                                            on_upstream_finish=functools.partial(self._on_finish_chunk, i)))
+                                            on_upstream_finish=functools.partial(self._on_finish_chunk, i),
+                                            on_upstream_failure=functools.partial(self._on_failure_chunk, i)))
         self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def _on_failure_chunk(self, i: int, exc: BaseException) -> None:
+        if self.bufs[i] and not self._ended():
+            self.failed[i] = exc  # after the combinations of the elements it delivered before
+        else:
+            self.fail_stage(exc)
+
+    def _ended(self) -> bool:
+        """Some completed input has no element left to match: no more combinations can be made."""
+        return any(d and not b for d, b in zip(self.done, self.bufs))
+
+    def _end_if_drained(self) -> bool:
+        """Fail (an input failed and its elements are out) or complete (a completed input is drained)."""
+        for exc, b in zip(self.failed, self.bufs):
+            if exc is not None and not b:
+                self.fail_stage(exc)
+                return True
+        if self._ended():
+            self.complete_stage()
+            return True
+        return False
 
     def _on_push_chunk(self, i: int) -> None:
         chunk = self.grab(self.ins[i])
@@ -777,7 +806,7 @@ class _ZipWithLogic(GraphStageLogic, OutHandler):
             self.complete_stage()
 
     def _on_pull_chunk(self) -> None:
-        self.last_demand = self._out_conns[0].demand
+        self.wanted = self._out_conns[0].demand
         self._emit_chunk()
 
     def _emit_chunk(self) -> None:
@@ -812,12 +841,13 @@ class _ZipWithLogic(GraphStageLogic, OutHandler):
                             return
             if combos:
                 self.push(self.out, combos)
-            if any(d and not b for d, b in zip(self.done, bufs)):
-                self.complete_stage()
+                self.wanted -= len(combos)
+            if self._end_if_drained():
                 return
+            ask = max(1, self.wanted)
             for in_, b in zip(self.ins, bufs):
                 if not b and not self.has_been_pulled(in_) and not self.is_closed(in_):
-                    self.pull_chunk(in_, self.last_demand)
+                    self.pull_chunk(in_, ask)
 
 
 # ---------------------------------------------------------------------------------------------- ZipLatestWith / ZipLatest

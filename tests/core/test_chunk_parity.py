@@ -354,13 +354,12 @@ def _junction_graph(rng: random.Random, logs: list, islands: bool = False):
     use_zip = n == 2 and rng.random() < 0.4
     data = [rng.randint(0, 60) for _ in range(rng.choice([0, 1, rng.randint(2, 30), rng.randint(30, 300)]))]
     branches = []
-    # failures in one branch only: which of several failing branches' failures wins differs (see
-    # test_the_earliest_failure_of_several_branches_wins)
-    failing = rng.randrange(n)
+    # failures in any branch: the failure at the earliest element wins, chunked as unfused (DESIGN.md
+    # section 9, bug 2; tests/core/test_chunk_parity_junctions.py)
     for b in range(n):
         flow = Flow()
         for m in range(rng.randint(1, 2)):
-            bad = _bad_values(rng, 0.4) if b == failing else frozenset()
+            bad = _bad_values(rng, 0.4)
             k = rng.randint(1, 5)
             log: list = []
             logs.append(log)
