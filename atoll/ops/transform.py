@@ -173,13 +173,17 @@ class _ExpandingLogic(FlowLogic):
 
     Python iterators cannot say whether they have a next element without producing it, so the
     logic looks one element ahead: the element after the one pushed is fetched right after the push,
-    which lets the stage complete together with the last element when upstream has finished."""
+    which lets the stage complete together with the last element when upstream has finished.
+
+    Signals arriving while outputs of earlier inputs are still to be pushed wait in ``held`` and go
+    out right after the last of those outputs (or once they were dropped by Resume/Restart)."""
 
     def __init__(self, stage, decider):
         super().__init__(stage)
         self.decider = decider
         self.it = None
         self.nxt = _NOTHING
+        self.held: list = []  # signals waiting behind the outputs still to be pushed
 
     def expand(self, elem) -> Iterable[Any]:
         raise TypeError("subclass must implement expand")
@@ -187,9 +191,29 @@ class _ExpandingLogic(FlowLogic):
     def restart(self) -> None:
         """Reset state on a Restart decision (stateless by default)."""
 
+    def reset_state(self) -> None:
+        self.restart()
+
     def finish(self) -> None:
         """Upstream finished and every element is out: complete (subclasses may emit more first)."""
         self.complete_stage()
+
+    def _pending_outputs(self) -> bool:
+        """Outputs (or a deferred failure) of the inputs received so far are still to come."""
+        return self.nxt is not _NOTHING or self._deferred is not None
+
+    def on_signal(self, signal) -> None:
+        if self._pending_outputs():
+            self.held.append(signal)
+        else:
+            self.forward_signal(signal)
+
+    def _release(self) -> None:
+        """The outputs before the held signals are out (or dropped): send the signals on."""
+        if self.held:
+            held, self.held = self.held, []
+            for s in held:
+                self.forward_signal(s)
 
     def _advance(self) -> None:
         """Fetch the next element of the current iterable into ``nxt`` (``_NOTHING`` at its end)."""
@@ -215,6 +239,7 @@ class _ExpandingLogic(FlowLogic):
         if d == Supervision.STOP:
             self.fail_stage(e)
             return
+        self._release()
         if self.is_closed(self.in_):
             self.finish()
             return
@@ -235,8 +260,10 @@ class _ExpandingLogic(FlowLogic):
             # pull that wants that element, it is handled when downstream pulls again
             self._deferred = e
             return
-        if self.nxt is _NOTHING and self.is_closed(self.in_):
-            self.finish()
+        if self.nxt is _NOTHING:
+            self._release()
+            if self.is_closed(self.in_):
+                self.finish()
 
     _deferred: Optional[Exception] = None
 
@@ -264,7 +291,7 @@ class _ExpandingLogic(FlowLogic):
             self.pull(self.in_)
 
     def on_upstream_finish(self):
-        if self.nxt is _NOTHING and self._deferred is None:
+        if not self._pending_outputs():
             self.finish()
 
 
@@ -289,13 +316,120 @@ class MapConcat(FlowStage):
         return StatelessForm(MAP_CONCAT, self.fn, name="map_concat")
 
     def create_logic(self, attributes):
+        return _MapConcatLogic(self, decider_of(attributes))
+
+
+class _MapConcatLogic(ChunkFlow, _ExpandingLogic):
+    """map_concat: the element form (``_ExpandingLogic``) and a chunk form.
+
+    Chunk form: a pull for ``n`` outputs takes them from the current iterable, then from the inputs
+    not expanded yet (``pending[pos:]``), calling ``fn`` on an input only while fewer than ``n``
+    outputs are gathered, with the element form's one-element look-ahead; what is left of an
+    iterable waits for the next pull. Upstream is asked for one input at a time, and only once
+    everything received is out: how many inputs ``n`` outputs need is unknown, and asking for more
+    would make the stages upstream work beyond the demand. A failure of ``fn`` or of the iteration
+    is supervised at its element: Stop pushes the outputs before it, then fails; a failure fetching
+    the look-ahead after the last output a pull accepts is handled on the next pull, as in the
+    element form."""
+
+    def __init__(self, stage, decider):
+        super().__init__(stage, decider)
+        self.fn = stage.fn
+        self.pending = ()  # the last chunk of inputs (shared: only read); pending[pos:] not expanded yet
+        self.pos = 0
+        self.budget = None
+
+    def expand(self, elem):
+        return self.fn(elem)
+
+    def _pending_outputs(self) -> bool:
+        return self.nxt is not _NOTHING or self._deferred is not None or self.pos < len(self.pending)
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        super().enable_chunks(chunk_size)
+        self.budget = ChunkBudget(chunk_size)
+
+    def on_pull_chunk(self):
+        self._fill()
+
+    def on_push_chunk(self):
+        self.pending = self.grab(self.in_)
+        self.pos = 0
+        self._fill()
+
+    def _fill(self) -> None:
+        budget = self.budget
+        t0 = now()
+        n = self._fill_up_to(min(self.demand_of(self.out), budget.size))
+        budget.update(n, now() - t0)
+
+    def _drop(self, e: Exception, res: list) -> bool:
+        """Supervise ``e`` raised by the current input's ``fn`` or iterable; True: go on without the
+        rest of that input's outputs."""
+        self.it = None
+        self.nxt = _NOTHING
+        d = decide(self.decider, e)
+        if d == Supervision.STOP:
+            if res:
+                self.push_chunk(self.out, res)
+            self.fail_stage(e)
+            return False
+        if d == Supervision.RESTART:
+            self.reset_state()
+        return True
+
+    def _fill_up_to(self, r: int) -> int:
+        """Push at most ``r`` outputs (out is available, ``r`` >= 1); returns how many were made."""
+        res: list = []
+        ap = res.append
         fn = self.fn
-
-        class Logic(_ExpandingLogic):
-            def expand(self, elem):
-                return fn(elem)
-
-        return Logic(self, decider_of(attributes))
+        while True:
+            e = self._deferred
+            if e is not None:
+                self._deferred = None
+                if not self._drop(e, res):
+                    return len(res)
+                continue
+            if self.nxt is not _NOTHING:
+                if len(res) >= r:
+                    break
+                ap(self.nxt)
+                self.nxt = _NOTHING
+                try:
+                    self._advance()
+                except Exception as e:  # noqa: BLE001
+                    if len(res) >= r:
+                        self._deferred = e  # it belongs to the element the next pull asks for
+                        break
+                    if not self._drop(e, res):
+                        return len(res)
+                continue
+            pending = self.pending
+            if self.pos < len(pending):
+                if len(res) >= r:
+                    break
+                x = pending[self.pos]
+                self.pos += 1
+                try:
+                    self.it = iter(fn(x))
+                    self._advance()
+                except Exception as e:  # noqa: BLE001
+                    if not self._drop(e, res):
+                        return len(res)
+                continue
+            # everything received so far is out (or in res)
+            self.pending = ()
+            self.pos = 0
+            if res:
+                self.push_chunk(self.out, res)
+            self._release()
+            if self.is_closed(self.in_):
+                self.finish()
+            elif not res and not self.has_been_pulled(self.in_):
+                self.pull_chunk(self.in_, 1)
+            return len(res)
+        self.push_chunk(self.out, res)
+        return len(res)
 
 
 class StatefulMapConcat(FlowStage):
