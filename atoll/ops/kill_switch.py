@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..errors import StageWasCompleted
-from .base import FlowLogic, FlowStage
+from .base import ChunkFlow, FlowLogic, FlowStage
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,31 +152,44 @@ class KillSwitchStage(FlowStage):
 
     def create_logic_and_materialized_value(self, attributes):
         switch = self.shared if self.shared is not None else UniqueKillSwitch()
-        signal = switch._signal
+        return _KillSwitchLogic(self, switch._signal), switch
 
-        class Logic(FlowLogic):
-            key = None
 
-            def pre_start(self):
-                cb = self.get_async_callback(self._on_switch)
-                self.key = signal.add(cb.invoke)
-                if self.key is None:
-                    self._on_switch(signal.result)
+class _KillSwitchLogic(ChunkFlow, FlowLogic):
+    """Pass-through; the switch's command arrives as an async callback, between two interpreter
+    events, so it never falls inside a chunk: what was pushed on before it is delivered first (the
+    interpreter delivers a pending push before the close), what upstream has pushed but this stage
+    has not handled yet is dropped with the cancellation, as in the element form.
 
-            def _on_switch(self, command: SwitchCommand) -> None:
-                if isinstance(command, Shutdown):
-                    self.complete_stage()
-                else:
-                    self.fail_stage(command.cause)
+    Chunk form: a pull asks upstream for what downstream accepts, a chunk is pushed on unchanged."""
 
-            def on_push(self):
-                self.push(self.out, self.grab(self.in_))
+    def __init__(self, stage: KillSwitchStage, signal: _Signal):
+        super().__init__(stage)
+        self.signal = signal
+        self.key = None  # our listener in ``signal`` while the stage runs
 
-            def post_stop(self):
-                if self.key is not None:
-                    signal.remove(self.key)
+    def pre_start(self):
+        cb = self.get_async_callback(self._on_switch)
+        self.key = self.signal.add(cb.invoke)
+        if self.key is None:
+            self._on_switch(self.signal.result)
 
-        return Logic(self), switch
+    def _on_switch(self, command: SwitchCommand) -> None:
+        if isinstance(command, Shutdown):
+            self.complete_stage()
+        else:
+            self.fail_stage(command.cause)
+
+    def on_push(self):
+        self.push(self.out, self.grab(self.in_))
+
+    def on_push_chunk(self):
+        self.push(self.out, self.grab(self.in_))  # at most the demand downstream asked for
+
+    def post_stop(self):
+        if self.key is not None:
+            self.signal.remove(self.key)
+            self.key = None
 
 
 class KillSwitches:
