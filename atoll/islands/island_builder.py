@@ -93,4 +93,6 @@ class IslandBuilder:
             for i, c in enumerate(logic._out_conns):
                 if c is None:
                     raise IllegalStateError(f"island {self.name}: outlet #{i} of stage [{logic}] is not connected")
-        return GraphInterpreter(self.logics, conns, host, materializer, self.name)
+        settings = getattr(materializer, "settings", None)
+        return GraphInterpreter(self.logics, conns, host, materializer, self.name,
+                                fuzzing=getattr(settings, "fuzzing", None))

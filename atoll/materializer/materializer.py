@@ -11,6 +11,8 @@ kit's virtual time; the Ray materializer's hosts always use real time.
 """
 from __future__ import annotations
 
+import os
+import random
 import threading
 from abc import ABC, abstractmethod
 from typing import Any, List, Optional
@@ -24,20 +26,32 @@ from ..stage.supervision import Supervision
 class MaterializerSettings:
     """Defaults a materializer applies to every graph it runs."""
 
-    __slots__ = ("input_buffer", "event_limit", "fusion", "debug", "chunk_size")
+    __slots__ = ("input_buffer", "event_limit", "fusion", "debug", "chunk_size", "fuzzing")
 
     def __init__(self, input_buffer=(16, 16), event_limit: int = 2000, fusion: bool = True, debug: bool = False,
-                 chunk_size: int = 1024):
+                 chunk_size: int = 1024, fuzzing=None):
         """``fusion``: connections between operators with a chunk form move lists of elements
         (``atoll.islands.chunking``); False moves one element per event everywhere (the reference the
         parity tests compare with). ``chunk_size``: the most elements a stage with unbounded demand
-        (a fold, a seq sink) asks for per pull."""
+        (a fold, a seq sink) asks for per pull. ``fuzzing``: Pekko's fuzzing mode for tests - an int
+        seed (or True for a random one) makes every interpreter dispatch its events in a shuffled, still
+        legal order (see ``atoll.islands.interpreter``); None/False is the normal mode unless the
+        ``ATOLL_FUZZING`` environment variable holds a seed (to run a whole test suite fuzzed)."""
         initial, max_ = input_buffer
         InputBuffer(initial, max_)  # validates
         if not isinstance(event_limit, int) or event_limit < 1:
             raise ValueError(f"Materializer: event_limit must be an int >= 1, got {event_limit!r}")
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"Materializer: chunk_size must be an int >= 1, got {chunk_size!r}")
+        if fuzzing is None and os.environ.get("ATOLL_FUZZING"):
+            fuzzing = int(os.environ["ATOLL_FUZZING"])
+        if fuzzing is True:
+            fuzzing = random.randrange(1 << 30)
+        elif fuzzing is False:
+            fuzzing = None
+        elif fuzzing is not None and not isinstance(fuzzing, int):
+            raise ValueError(f"Materializer: fuzzing must be None, a bool or an int seed, got {fuzzing!r}")
+        self.fuzzing = fuzzing
         self.chunk_size = chunk_size
         self.input_buffer = (initial, max_)
         self.event_limit = event_limit
