@@ -257,6 +257,236 @@ class _MergeIn(InHandler):
             logic.complete_stage()
 
 
+# ---------------------------------------------------------------------------------------------- chunk form of buffering fan-ins
+class _BufferedChunkFanIn:
+    """The chunk form shared by ``MergePreferred``, ``MergePrioritized``, ``MergeSorted`` and
+    ``Interleave`` (mixed into their logics; each has its element form as Pekko's besides).
+
+    Each input's received chunk waits in ``bufs[i]`` (read from ``offs[i]``, never mutated: a chunk may
+    be shared). The subclass builds one output chunk per downstream pull in ``_fill(d)`` with
+    ``_take``. The rules kept here:
+
+    * demand: an input is pulled only once it has nothing held, for what the last pull downstream
+      still wants (``wanted``, the demand the next pull brings), or one element once that is met (the
+      element form's one element read ahead per input); at start every input is asked for one;
+    * failure: an input's failure waits until every element it delivered before it went out (element-
+      wise, the failing element is pulled only after those were emitted); then the stage fails;
+    * signals: a signal the stage hears is held until every element held when it arrived went out
+      (``got``/``taken`` count per input; ``marks`` keeps ``(got snapshot, signal)``); an output chunk
+      ends where a held signal is due, and an input whose elements reached the mark of the first held
+      signal gives nothing more until the signal is out.
+    """
+
+    def _chunk_init(self, ins) -> None:
+        n = len(ins)
+        self.chunked = True
+        self.bufs = [_NO_CHUNK] * n
+        self.offs = [0] * n
+        self.done = [False] * n  # the input completed (its held elements still go out)
+        self.failed = [None] * n  # the input failed: the failure, once its held elements are out
+        self.got = [0] * n  # elements received per input
+        self.taken = [0] * n  # elements sent on (or dropped) per input
+        self.marks: deque = deque()  # (got snapshot, signal) held behind elements
+        self.wanted = 1
+        for i, in_ in enumerate(ins):
+            self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push_chunk, i),
+                                            on_upstream_finish=functools.partial(self._on_finish_chunk, i),
+                                            on_upstream_failure=functools.partial(self._on_failure_chunk, i)))
+        self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk, on_downstream_finish=self.cancel_stage))
+
+    def _chunk_start(self) -> None:
+        for in_ in self.ins_all:
+            if not self.is_closed(in_):
+                self.pull_chunk(in_, 1)
+
+    # -- per input
+    def held(self, i: int) -> int:
+        return len(self.bufs[i]) - self.offs[i]
+
+    def available(self, i: int) -> int:
+        """How many held elements of input ``i`` may go out now (a held signal may block the rest)."""
+        h = len(self.bufs[i]) - self.offs[i]
+        if self.marks and h:
+            h = min(h, self.marks[0][0][i] - self.taken[i])
+        return h
+
+    def closed(self, i: int) -> bool:
+        """Input ``i`` will bring nothing more (completed or failed, and nothing held)."""
+        return (self.done[i] or self.failed[i] is not None) and not self.held(i)
+
+    def _take(self, i: int, k: int) -> list:
+        b, o = self.bufs[i], self.offs[i]
+        piece = b if o == 0 and k == len(b) else b[o:o + k]
+        o += k
+        if o >= len(b):
+            self.bufs[i], self.offs[i] = _NO_CHUNK, 0
+        else:
+            self.offs[i] = o
+        self.taken[i] += k
+        return piece
+
+    def _drop_held(self, i: int) -> None:
+        self.taken[i] += self.held(i)
+        self.bufs[i], self.offs[i] = _NO_CHUNK, 0
+
+    # -- events
+    def _on_push_chunk(self, i: int) -> None:
+        chunk = self.grab(self.ins_all[i])
+        held = self.held(i)
+        self.bufs[i] = chunk if not held else self.bufs[i][self.offs[i]:] + chunk
+        self.offs[i] = 0
+        self.got[i] += len(chunk)
+        self._on_arrival(i)
+        self._serve()
+
+    def _on_pull_chunk(self) -> None:
+        self.wanted = self._out_conns[0].demand
+        self._serve()
+
+    def _on_finish_chunk(self, i: int) -> None:
+        self.done[i] = True
+        self._input_ended(i)
+
+    def _on_failure_chunk(self, i: int, exc: BaseException) -> None:
+        if not self.held(i):
+            self.fail_stage(exc)
+            return
+        self.failed[i] = exc
+
+    def _on_arrival(self, i: int) -> None:
+        """Hook: input ``i`` brought a chunk."""
+
+    def _input_ended(self, i: int) -> None:
+        """Hook: input ``i`` completed (its held elements may still be waiting)."""
+        self._serve()
+
+    def _serve(self) -> None:
+        if self.is_available(self.out) and not self.is_closed(self.out):
+            d = self._out_conns[0].demand
+            try:
+                out = self._fill(d)
+            except _FailAfter as f:
+                if f.out:
+                    self.push_chunk(self.out, f.out)
+                self.fail_stage(f.exc)
+                return
+            if out:
+                self.push_chunk(self.out, out)
+                self.wanted -= len(out)
+                self._release()
+        if self._finish_if_done():
+            return
+        for i, in_ in enumerate(self.ins_all):
+            if not self.held(i) and not self.is_closed(in_) and not self.has_been_pulled(in_):
+                self.pull_chunk(in_, self._ask(i))
+
+    def _ask(self, i: int) -> int:
+        """How many elements to ask input ``i`` for (it holds none)."""
+        return max(1, self.wanted)
+
+    def _finish_if_done(self) -> bool:
+        for i, exc in enumerate(self.failed):
+            if exc is not None and not self.held(i):
+                self.fail_stage(exc)
+                return True
+        if self._all_done():
+            self._release_all()
+            self.complete_stage()
+            return True
+        return False
+
+    def _all_done(self) -> bool:
+        return all(self.closed(i) for i in range(len(self.bufs)))
+
+    # -- signals
+    def _chunk_signal(self, signal) -> None:
+        if self.marks or any(self.held(i) for i in range(len(self.bufs))):
+            self.marks.append((list(self.got), signal))
+        else:
+            self.forward_signal(signal)
+
+    def _mark_due(self) -> bool:
+        if not self.marks:
+            return False
+        m = self.marks[0][0]
+        return all(t >= g for t, g in zip(self.taken, m))
+
+    def _release(self) -> None:
+        while self._mark_due():
+            self.forward_signal(self.marks.popleft()[1])
+
+    def _release_all(self) -> None:
+        while self.marks:
+            self.forward_signal(self.marks.popleft()[1])
+
+    # -- state hooks (the chunk form's buffers are in-flight elements, not operator state)
+
+
+class _FailAfter(Exception):
+    """Raised by a ``_fill`` whose user function failed: push ``out`` (the elements before), then fail."""
+
+    def __init__(self, out: list, exc: BaseException):
+        super().__init__(exc)
+        self.out = out
+        self.exc = exc
+
+
+_NO_CHUNK: list = []
+
+
+class _MergeChunkForm(_BufferedChunkFanIn):
+    """Chunk form of the merges that choose among inputs holding elements (``MergePreferred``,
+    ``MergePrioritized``): ``_pick()`` names the input the next elements come from and ``_piece``
+    how many it gives at once; completion as the element form (all inputs, or with
+    ``eager_complete`` the first: the others are cancelled and what they delivered is dropped)."""
+
+    chunked = False
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self._chunk_init(self.ins_all)
+        self.arrivals: deque = deque()  # inputs holding elements, in the order their chunks arrived
+
+    def _on_arrival(self, i: int) -> None:
+        if i not in self.arrivals:
+            self.arrivals.append(i)
+
+    def _input_ended(self, i: int) -> None:
+        if self.eager_complete:
+            for j, in_ in enumerate(self.ins_all):
+                self.done[j] = True
+                if j != i:
+                    self.cancel(in_)
+                    self._drop_held(j)
+            self.arrivals = deque(j for j in self.arrivals if j == i)
+            self._release()
+        self._serve()
+
+    def _fill(self, d: int) -> list:
+        out: list = []
+        while len(out) < d:
+            i = self._pick()
+            if i is None:
+                break
+            out.extend(self._take(i, min(self._piece(i), d - len(out))))
+            if not self.held(i):
+                self.arrivals.remove(i)
+            if self._mark_due():
+                break
+        return out
+
+    def _piece(self, i: int) -> int:
+        return self.available(i)
+
+    def on_signal(self, signal) -> None:
+        if self.chunked:
+            self._chunk_signal(signal)
+        else:
+            self.forward_signal(signal)
+
+
 # ---------------------------------------------------------------------------------------------- MergePreferred
 class MergePreferred(GraphStage):
     """Merges a ``preferred`` input and ``n`` secondary inputs (``ins``); when several have an
@@ -294,10 +524,14 @@ class MergePreferred(GraphStage):
         return f"MergePreferred({self.n})"
 
 
-class _MergePreferredLogic(GraphStageLogic, OutHandler):
+class _MergePreferredLogic(_MergeChunkForm, GraphStageLogic, OutHandler):
     """Pekko's logic, with its ``emit`` calls served by a FIFO queue of ``(element, and_then)`` kept
     here: an emission started by the ``and_then`` of another always goes after the emissions already
-    waiting, so each input's order is kept."""
+    waiting, so each input's order is kept.
+
+    Chunk form (``_MergeChunkForm``): an output chunk takes what the preferred input holds first, then
+    the secondary inputs' held elements in the order their chunks arrived: one element each while the
+    preferred input is open (their turn when it has nothing at hand), as many as fit once it ended."""
 
     def __init__(self, stage: MergePreferred):
         super().__init__(stage.shape)
@@ -311,6 +545,7 @@ class _MergePreferredLogic(GraphStageLogic, OutHandler):
         self.emitting: deque = deque()  # (element, and_then) waiting for demand
         self.completing = False  # the stage completes once the waiting elements are out
         self.pull_me = [self._puller(in_) for in_ in stage.ins]
+        self.ins_all = stage.ins + (stage.preferred,)
         self.set_handler(stage.out, self)
         self.set_handler(stage.preferred, InHandler(on_push=self._on_preferred_push, on_upstream_finish=self._on_finish))
         for i, in_ in enumerate(stage.ins):
@@ -320,8 +555,32 @@ class _MergePreferredLogic(GraphStageLogic, OutHandler):
         return lambda: self.try_pull(in_)
 
     def pre_start(self):
+        if self.chunked:
+            self._chunk_start()
+            return
         for in_ in self.ins + (self.preferred,):
             self.try_pull(in_)
+
+    def _pick(self):
+        p = len(self.ins)
+        if self.available(p):
+            return p
+        for i in self.arrivals:
+            if self.available(i) and i not in self.served:
+                return i
+        return None
+
+    def _fill(self, d: int) -> list:
+        # while the preferred input is open, a secondary gives one element per output chunk (its turn
+        # when the preferred input has nothing at hand, as element-wise); once it ended, as much as fits
+        self.served = set()
+        return super()._fill(d)
+
+    def _piece(self, i: int) -> int:
+        if i != len(self.ins) and not self.closed(len(self.ins)):
+            self.served.add(i)
+            return 1
+        return self.available(i)
 
     # -- emissions (Pekko's emit: push now if downstream waits and nothing is queued, else queue)
     def _emit(self, elem, and_then) -> None:
@@ -423,10 +682,15 @@ class MergePrioritized(_FanInStage):
         return f"MergePrioritized({list(self.priorities)})"
 
 
-class _MergePrioritizedLogic(GraphStageLogic, OutHandler):
+class _MergePrioritizedLogic(_MergeChunkForm, GraphStageLogic, OutHandler):
+    """Element form as Pekko's. Chunk form (``_MergeChunkForm``): each element of an output chunk is
+    drawn as the element form draws one: from an input holding elements, chosen at random with
+    weights proportional to the priorities."""
+
     def __init__(self, stage: MergePrioritized):
         super().__init__(stage.shape)
         self.ins = stage.ins
+        self.ins_all = stage.ins
         self.out = stage.out
         self.priorities = stage.priorities
         self.eager_complete = stage.eager_complete
@@ -437,8 +701,25 @@ class _MergePrioritizedLogic(GraphStageLogic, OutHandler):
         self.set_handler(stage.out, self)
 
     def pre_start(self):
+        if self.chunked:
+            self._chunk_start()
+            return
         for in_ in self.ins:
             self.try_pull(in_)
+
+    def _pick(self):
+        avail = [(i, p) for i, p in enumerate(self.priorities) if self.available(i)]
+        if not avail:
+            return None
+        r = self.random.randrange(sum(p for _, p in avail))
+        for i, p in avail:
+            r -= p
+            if r < 0:
+                return i
+        return avail[-1][0]  # not reached
+
+    def _piece(self, i: int) -> int:
+        return 1
 
     def _on_push(self, in_):
         def on_push():
@@ -514,11 +795,20 @@ class MergeSorted(GraphStage):
         return "MergeSorted"
 
 
-class _MergeSortedLogic(GraphStageLogic):
+class _MergeSortedLogic(_BufferedChunkFanIn, GraphStageLogic):
+    """Element form as Pekko's (``read``/``emit``). Chunk form (``_BufferedChunkFanIn``): both
+    inputs' chunks wait in their buffers and an output chunk merges them element by element with the
+    same comparisons (``less(left, right)``, a tie takes ``right``), as far as both inputs hold
+    elements, or one input once the other has ended; a raising ``key`` fails the stage after the
+    elements merged before it."""
+
+    chunked = False
+
     def __init__(self, stage: MergeSorted):
         super().__init__(stage.shape)
         self.left = stage.left
         self.right = stage.right
+        self.ins_all = (stage.left, stage.right)
         self.out = stage.out
         key = stage.key
         self.less = (lambda a, b: a < b) if key is None else (lambda a, b: key(a) < key(b))
@@ -527,7 +817,44 @@ class _MergeSortedLogic(GraphStageLogic):
         self.set_handler(self.right, ignore_terminate_input())
         self.set_handler(self.out, eager_terminate_output())
 
+    # ------------------------------------------------------------------ chunk form
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self._chunk_init(self.ins_all)
+
+    def on_signal(self, signal) -> None:
+        if self.chunked:
+            self._chunk_signal(signal)
+        else:
+            self.forward_signal(signal)
+
+    def _fill(self, d: int) -> list:
+        out: list = []
+        bufs, offs, less = self.bufs, self.offs, self.less
+        while len(out) < d:
+            al, ar = self.available(0), self.available(1)
+            if al and ar:
+                try:
+                    i = 0 if less(bufs[0][offs[0]], bufs[1][offs[1]]) else 1
+                except Exception as e:  # noqa: BLE001 - the key function failed: the merged part goes first
+                    raise _FailAfter(out, e) from None
+                out.extend(self._take(i, 1))
+            elif al and self.closed(1):
+                out.extend(self._take(0, min(al, d - len(out))))
+            elif ar and self.closed(0):
+                out.extend(self._take(1, min(ar, d - len(out))))
+            else:
+                break
+            if self._mark_due():
+                break
+        return out
+
     def pre_start(self):
+        if self.chunked:
+            self._chunk_start()
+            return
         # like every fan-in stage, pull all inputs right away (cycles need it)
         self.pull(self.right)
         self.read(self.left, self._first_left, lambda: self.pass_along(self.right, self.out))
@@ -1279,9 +1606,20 @@ class Interleave(_FanInStage):
         return f"Interleave({self.n}, {self.segment_size})"
 
 
-class _InterleaveLogic(_DetachableFanInLogic):
+class _InterleaveLogic(_BufferedChunkFanIn, _DetachableFanInLogic):
+    """Element form as Pekko's (detachers inside). Chunk form (``_BufferedChunkFanIn``): each input's
+    chunk waits in its buffer (the detacher's one element, grown to a chunk); an output chunk takes
+    up to the rest of the current segment from the current input, switching inputs as the element
+    form does, across segments as long as the current input holds elements. The current input is
+    asked for what the pull downstream still wants within its segment, the others for one element
+    (the detacher's read ahead). An input closes when it completed and its held elements are out."""
+
+    chunked = False
+
     def __init__(self, stage: Interleave):
         super().__init__(stage.shape, stage.ins, stage.out, True)
+        self.ins_all = stage.ins
+        self.ending = False  # chunk form: complete once the elements of this output chunk are out
         self.n = stage.n
         self.segment_size = stage.segment_size
         self.eager_close = stage.eager_close
@@ -1325,6 +1663,90 @@ class _InterleaveLogic(_DetachableFanInLogic):
         if not self.in_pulled(self.current):
             self.in_try_pull(self.current)
 
+    # ------------------------------------------------------------------ chunk form
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self._chunk_init(self.ins)
+
+    def pre_start(self):
+        if self.chunked:
+            self._chunk_start()
+        else:
+            super().pre_start()
+
+    def on_signal(self, signal) -> None:
+        if self.chunked:
+            self._chunk_signal(signal)
+        else:
+            self.forward_signal(signal)
+
+    def _ask(self, i: int) -> int:
+        if i == self.current:
+            return max(1, min(self.wanted, self.segment_size - self.counter))
+        return 1
+
+    def _fill(self, d: int) -> list:
+        out: list = []
+        while len(out) < d and not self.ending:
+            c = self.current
+            a = self.available(c)
+            if not a:
+                break
+            k = min(a, d - len(out), self.segment_size - self.counter)
+            out.extend(self._take(c, k))
+            self.counter += k
+            if self.counter == self.segment_size:
+                self._switch_chunk()
+            if self.closed(c):
+                self._input_closed(c)
+            if self._mark_due():
+                break
+        return out
+
+    def _switch_chunk(self) -> None:
+        self.counter = 0
+        idx = self.current
+        while True:
+            successor = (idx + 1) % self.n
+            if not self.closed(successor):
+                self.current = successor
+                return
+            if successor == self.current:
+                self.ending = True  # every input is closed
+                self.current = 0
+                return
+            idx = successor
+
+    def _input_closed(self, i: int) -> None:
+        if self.eager_close:
+            self.ending = True
+            return
+        self.running -= 1
+        if self.running == 0:
+            self.ending = True
+        elif i == self.current:
+            self._switch_chunk()
+
+    def _input_ended(self, i: int) -> None:
+        if not self.held(i):
+            self._input_closed(i)
+        self._serve()
+
+    def _all_done(self) -> bool:
+        return self.ending
+
+    # ------------------------------------------------------------------ state hooks
+    def reset_state(self) -> None:
+        self.counter = 0
+
+    def snapshot_state(self):
+        return (self.current, self.counter)
+
+    def restore_state(self, state) -> None:
+        self.current, self.counter = state
+
 
 # ---------------------------------------------------------------------------------------------- OrElse
 class OrElse(GraphStage):
@@ -1364,6 +1786,7 @@ class _OrElseLogic(GraphStageLogic, InHandler, OutHandler):
         self.out = stage.out
         self.current = stage.primary
         self.primary_pushed = False
+        self.chunked = False
         self.set_handler(self.primary, self)
         self.set_handler(self.out, self)
         self.set_handler(
@@ -1385,7 +1808,10 @@ class _OrElseLogic(GraphStageLogic, InHandler, OutHandler):
         if not self.primary_pushed and not self.is_closed(self.secondary):
             self.current = self.secondary
             if self.is_available(self.out):
-                self.pull(self.secondary)
+                if self.chunked:
+                    self._on_pull_chunk()
+                else:
+                    self.pull(self.secondary)
         else:
             self.complete_stage()
 
@@ -1396,6 +1822,19 @@ class _OrElseLogic(GraphStageLogic, InHandler, OutHandler):
     def _on_secondary_finish(self):
         if self.is_closed(self.primary):
             self.complete_stage()
+
+    # ------------------------------------------------------------------ chunk form
+    # The current input is asked for what downstream asks for and its chunk goes on as it is: the
+    # stage holds nothing, so signals need no holding either. Everything else is the element form.
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+        self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def _on_pull_chunk(self):
+        self.pull_chunk(self.current, self._out_conns[0].demand)
 
 
 __all__ = [
