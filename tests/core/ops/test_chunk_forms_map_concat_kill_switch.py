@@ -556,3 +556,21 @@ def test_kill_switch_logic_is_module_level_and_stateless():
     logic, switch = stage.create_logic_and_materialized_value(Attributes.none)
     assert type(logic) is ks_mod._KillSwitchLogic and logic.chunk_capable()
     assert logic.signal is switch._signal and logic.snapshot_state() is None
+
+
+def test_stateful_map_concat_holds_signals_behind_its_pending_outputs_too():
+    # stateful_map_concat has no chunk form (it runs between adapters) but shares the element form
+    class Acc:
+        def __init__(self):
+            self.seen = 0
+
+        def __call__(self, x):
+            self.seen += 1
+            return [x] * (x % 3)
+
+        def on_complete(self):
+            return [-self.seen]
+
+    log = check_signals(lambda f: f.stateful_map_concat(Acc), SIGNAL_ITEMS)
+    elements = [x for x in SIGNAL_ITEMS if not isinstance(x, Signal)]
+    assert log == _flat(SIGNAL_ITEMS, lambda x: [x] * (x % 3)) + [-len(elements)]
