@@ -8,10 +8,13 @@ A frame (a list of elements) travels as msgpack bytes plus a list of Ray object 
   object store and travel as references, so they are never copied through msgpack and are read
   zero-copy on the receiving side. The reference list is a separate call argument, so Ray tracks the
   references (the receiver borrows them).
+
+``encode_message`` puts the channel id and the frame's sequence number into the same payload, so that a
+frame is a single small call argument (Ray deserializes every call argument on its own).
 """
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import cloudpickle
 import msgpack
@@ -50,12 +53,10 @@ def _large_types():
 _LARGE = None
 
 
-def encode(frame: List[Any]) -> Tuple[bytes, list]:
-    """``frame`` -> (payload, object refs)."""
+def _encoder(refs: list):
     global _LARGE
     if _LARGE is None:
         _LARGE = _large_types()
-    refs: list = []
     large = _LARGE
 
     def default(obj):
@@ -68,12 +69,10 @@ def encode(frame: List[Any]) -> Tuple[bytes, list]:
             return msgpack.ExtType(EXT_REF, msgpack.packb(len(refs) - 1))
         return msgpack.ExtType(EXT_PICKLE, cloudpickle.dumps(obj))
 
-    payload = msgpack.packb(frame, default=default, strict_types=True, use_bin_type=True)
-    return payload, refs
+    return default
 
 
-def decode(payload: bytes, refs: list) -> List[Any]:
-    """(payload, object refs) -> frame; referenced payloads are fetched (zero-copy when possible)."""
+def _ext_hook(refs: list):
     fetched = None
     if refs:
         import ray
@@ -89,4 +88,32 @@ def decode(payload: bytes, refs: list) -> List[Any]:
             return cloudpickle.loads(data)
         raise ValueError(f"unknown frame extension type {code}")
 
-    return msgpack.unpackb(payload, ext_hook=ext_hook, raw=False, strict_map_key=False)
+    return ext_hook
+
+
+def encode(frame: List[Any]) -> Tuple[bytes, list]:
+    """``frame`` -> (payload, object refs)."""
+    refs: list = []
+    payload = msgpack.packb(frame, default=_encoder(refs), strict_types=True, use_bin_type=True)
+    return payload, refs
+
+
+def decode(payload: bytes, refs: list) -> List[Any]:
+    """(payload, object refs) -> frame; referenced payloads are fetched (zero-copy when possible)."""
+    return msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False)
+
+
+def encode_message(ch: int, seq: int, frame: List[Any]) -> Tuple[bytes, list]:
+    """Frame ``seq`` of channel ``ch`` -> (payload, object refs): one bytes value carries the channel
+    id, the sequence number and the frame, so that a frame is one small call argument (Ray
+    deserializes each call argument separately)."""
+    refs: list = []
+    payload = msgpack.packb([ch, seq, frame], default=_encoder(refs), strict_types=True, use_bin_type=True)
+    return payload, refs
+
+
+def decode_message(payload: bytes, refs: Optional[list]) -> Tuple[int, int, List[Any]]:
+    """(payload, object refs) of ``encode_message`` -> (channel id, sequence number, frame)."""
+    ch, seq, frame = msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False,
+                                     use_list=True)
+    return ch, seq, frame

@@ -23,7 +23,7 @@ from ..islands.boundaries import InputBoundary, OutputBoundary
 from ..islands.island_assembly import assemble_island
 from ..islands.island_plan import IslandPlan
 from ..islands.thread_host import ThreadHost
-from .codec import decode
+from .codec import decode_message
 from .exports import ExportTable
 from .messages import FutureCompleted, FutureFailed, IslandEnded, PollEvent
 from .refs import RemotePublisherRef, RemoteSubscriberRef
@@ -54,7 +54,7 @@ class ActorTransport:
         self.window: int = settings.channel_window
 
     def publisher(self, island: int, channel: int) -> RemotePublisherRef:
-        return RemotePublisherRef(self.peers[island], channel, self.own_actor)
+        return RemotePublisherRef(self.peers[island], channel, self.own_actor, self.window)
 
     def on_output(self, channel: int, boundary: OutputBoundary) -> None:
         pass  # the actor routes the subscriber's signals by channel id (``AssembledIsland.outputs``)
@@ -147,9 +147,18 @@ class IslandActor:
         return self.exports.call(hid, method, args, kwargs)
 
     # ------------------------------------------------------------------ channel signals (subscriber side)
-    @ray.method(concurrency_group="data")
-    def on_next(self, ch: int, seq: int, payload: bytes, refs) -> None:
-        frame = decode(payload, refs)
+    @ray.method(concurrency_group="data", enable_task_events=False)
+    def on_frame(self, payload: bytes) -> None:
+        """A frame (``codec.encode_message``: channel id, sequence number, elements) without object refs."""
+        ch, seq, frame = decode_message(payload, None)
+        b = self.inputs.get(ch)
+        if b is not None:
+            b.subscriber_ref.on_next(seq, frame)
+
+    @ray.method(concurrency_group="data", enable_task_events=False)
+    def on_frame_with_refs(self, payload: bytes, refs: list) -> None:
+        """A frame whose large elements travel as the object refs ``refs`` (borrowed while decoding)."""
+        ch, seq, frame = decode_message(payload, refs)
         b = self.inputs.get(ch)
         if b is not None:
             b.subscriber_ref.on_next(seq, frame)
@@ -179,13 +188,13 @@ class IslandActor:
         if b is not None:
             b.publisher_ref.subscribe(RemoteSubscriberRef(subscriber_actor, ch))
 
-    @ray.method(concurrency_group="signals")
+    @ray.method(concurrency_group="signals", enable_task_events=False)
     def request(self, ch: int, n: int, seq: int, acked=None) -> None:
         b = self.outputs.get(ch)
         if b is not None:
             b.publisher_ref.request(n, seq, acked)
 
-    @ray.method(concurrency_group="signals")
+    @ray.method(concurrency_group="signals", enable_task_events=False)
     def ack(self, ch: int, frames: int) -> None:
         b = self.outputs.get(ch)
         if b is not None:

@@ -46,8 +46,13 @@ class RaySettings(MaterializerSettings):
         channel_window: int = 16,
         start_timeout: float = 60.0,
         default_num_cpus: float = 0,
+        chunk_size: Optional[int] = None,
     ):
-        super().__init__(input_buffer=input_buffer, event_limit=event_limit, fusion=fusion, debug=debug)
+        if chunk_size is None:
+            # a sink behind a channel takes a whole frame per pull (one push per frame, no slicing)
+            chunk_size = frame_size if isinstance(frame_size, int) and frame_size >= 1 else 1024
+        super().__init__(input_buffer=input_buffer, event_limit=event_limit, fusion=fusion, debug=debug,
+                         chunk_size=chunk_size)
         if not isinstance(channel_window, int) or channel_window < 1:
             raise ValueError(f"Materializer.ray: channel_window must be an int >= 1, got {channel_window!r}")
         if start_timeout <= 0:

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .codec import encode
+from .codec import encode_message
 
 
 class RemotePublisherRef:
     """The publisher end of channel ``ch`` as seen from the subscribing island."""
 
-    __slots__ = ("actor", "ch", "own_actor")
+    __slots__ = ("actor", "ch", "own_actor", "window")
 
-    #: the subscriber confirms received frames (with its requests, or ``ack`` every few frames)
+    #: the subscriber confirms received frames (with its requests, or ``ack`` every half ``window``)
     windowed = True
 
-    def __init__(self, actor, ch: int, own_actor):
+    def __init__(self, actor, ch: int, own_actor, window: int = 8):
         self.actor = actor
         self.ch = ch
         self.own_actor = own_actor
+        self.window = window  # frames the publisher keeps in flight unconfirmed (the channel window)
 
     def subscribe(self, _local_subscriber) -> None:
         # the publisher's island answers to our actor, which routes by channel id
@@ -57,8 +58,11 @@ class RemoteSubscriberRef:
         self.actor.on_subscribe.remote(self.ch)
 
     def on_next(self, seq: int, frame: list) -> None:
-        payload, refs = encode(frame)
-        self.actor.on_next.remote(self.ch, seq, payload, refs or None)
+        payload, refs = encode_message(self.ch, seq, frame)
+        if refs:
+            self.actor.on_frame_with_refs.remote(payload, refs)
+        else:
+            self.actor.on_frame.remote(payload)  # one argument: the cheapest call
 
     def on_complete(self) -> None:
         self.actor.on_complete.remote(self.ch)

@@ -285,6 +285,75 @@ class OutputBoundary(GraphStageLogic, InHandler):
             self.subscriber.on_error(AbruptStageTerminationError(f"{self}: island stopped before the stream ended"))
 
 
+class _FrameBuffer:
+    """The input boundary's received elements, kept as the frames they came in (lists, never mutated:
+    a frame is owned by the receiver, and a whole frame may be handed downstream as one chunk)."""
+
+    __slots__ = ("frames", "head", "size")
+
+    def __init__(self):
+        self.frames: deque = deque()
+        self.head = 0  # elements of frames[0] already taken
+        self.size = 0  # elements buffered
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, frame: list) -> None:
+        """Append a non-empty frame."""
+        self.frames.append(frame)
+        self.size += len(frame)
+
+    def clear(self) -> None:
+        self.frames.clear()
+        self.head = 0
+        self.size = 0
+
+    def take_one(self) -> Any:
+        frames = self.frames
+        first = frames[0]
+        i = self.head
+        x = first[i]
+        i += 1
+        if i == len(first):
+            frames.popleft()
+            i = 0
+        self.head = i
+        self.size -= 1
+        return x
+
+    def take(self, n: int) -> list:
+        """The next ``n`` (1 <= n <= size) elements as a list: a whole frame itself when it fits exactly,
+        a slice of one, or the frames gathered into a new list."""
+        frames = self.frames
+        first = frames[0]
+        i = self.head
+        rest = len(first) - i
+        self.size -= n
+        if n < rest:
+            self.head = i + n
+            return first[i : i + n]
+        frames.popleft()
+        self.head = 0
+        if n == rest:
+            return first if i == 0 else first[i:]
+        chunk = first[i:]
+        n -= rest
+        while n:
+            nxt = frames[0]
+            if n < len(nxt):
+                chunk.extend(nxt[:n])
+                self.head = n
+                break
+            frames.popleft()
+            chunk.extend(nxt)
+            n -= len(nxt)
+        return chunk
+
+
 class InputBoundary(GraphStageLogic, OutHandler):
     """Subscriber end of a channel, feeding one inlet of this island."""
 
@@ -300,14 +369,15 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.upstream = None
         self.size = size
         self.batch = max(1, size // 2)
-        self.buffer: deque = deque()
+        self.buffer = _FrameBuffer()
         self.outstanding = 0
         self.consumed = 0
         self.received = 0  # elements received (for progress reports)
         self.frames_received = 0
         self.frames_acked = 0
         self.acks = False  # does the publisher want frame confirmations (a windowed transport)?
-        self.ack_every = 4
+        self.ack_every = 4  # half the publisher's window when it says how large that is
+        self.ack_pending = False
         self.frame_seq = 0
         self.request_seq = 0
         self.upstream_completed = False
@@ -325,6 +395,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
             return
         self.upstream = upstream
         self.acks = getattr(upstream, "windowed", False)
+        window = getattr(upstream, "window", None)
+        if window:
+            self.ack_every = max(1, window // 2)
         if not self.upstream_done:
             self._request(self.size)
 
@@ -355,11 +428,13 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.outstanding -= n
         self.received += n
         self.frames_received += 1
-        if self.acks and self.frames_received - self.frames_acked >= self.ack_every:
-            self.frames_acked = self.frames_received
-            self.upstream.ack(self.frames_received)
+        if self.acks and not self.ack_pending and self.frames_received - self.frames_acked >= self.ack_every:
+            # confirm at the end of the turn, unless a request sent meanwhile carried the confirmation
+            self.ack_pending = True
+            self._interpreter.host.mark_dirty(self)
         buf = self.buffer
-        buf.extend(frame)
+        if n:
+            buf.add(frame)
         if self.signals:
             self._emit_due_signals()  # a signal placed before these elements goes first
         if buf and self.is_available(self.out):
@@ -369,6 +444,17 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self._push_one()
         if self.signals:
             self._emit_due_signals()
+
+    def flush(self) -> None:
+        """End of the host's turn: confirm the frames received, if ``ack_every`` or more are unconfirmed
+        (windowed transports; a request confirms them too, so a turn that requested needs no ack)."""
+        self.ack_pending = False
+        if self.upstream_done or self.upstream is None:
+            return
+        received = self.frames_received
+        if received - self.frames_acked >= self.ack_every:
+            self.frames_acked = received
+            self.upstream.ack(received)
 
     def _on_complete(self, _=None) -> None:
         if self.upstream_done:
@@ -428,14 +514,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
 
     def _push_chunk(self) -> None:
         buf = self.buffer
-        n = min(len(buf), self._out_conns[0].demand)
+        n = min(buf.size, self._out_conns[0].demand)
         if self.signals:  # stop at the next signal (due ones went out already, so it is ahead)
             n = max(1, min(n, self.signals[0][0] - self.delivered))
-        if n >= len(buf):
-            chunk = list(buf)
-            buf.clear()
-        else:
-            chunk = [buf.popleft() for _ in range(n)]
+        chunk = buf.take(n)
         self.delivered += len(chunk)
         self.push(self.out, chunk)
         if not self.upstream_completed:
@@ -447,7 +529,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
 
     def _push_one(self) -> None:
         self.delivered += 1
-        self.push(self.out, self.buffer.popleft())
+        self.push(self.out, self.buffer.take_one())
         if not self.upstream_completed:
             self.consumed += 1
             if self.consumed >= self.batch:
