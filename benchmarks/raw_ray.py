@@ -10,6 +10,7 @@ benchmark initializes a local Ray, runs batch sizes 128/1024/4096 and shuts Ray 
 """
 from __future__ import annotations
 
+import operator
 import os
 import statistics
 import time
@@ -36,17 +37,28 @@ def _classes():
             def __init__(self):
                 self.count = 0
                 self.total = 0
+                self.work = "sum"
 
             def ready(self) -> bool:
                 return True
 
-            def reset(self) -> None:
+            def reset(self, work: str = "sum") -> None:
                 self.count = 0
                 self.total = 0
+                self.work = work
 
             def push(self, batch: list) -> None:
                 self.count += len(batch)
-                self.total += sum(batch)
+                work = self.work
+                if work == "fold":  # what Sink.fold(0, operator.add) does: the function per element
+                    acc = self.total
+                    add = operator.add
+                    for x in batch:
+                        acc = add(acc, x)
+                    self.total = acc
+                elif work == "sum":
+                    self.total += sum(batch)
+                # "count": nothing per element (what Sink.ignore does)
 
             def stats(self) -> Tuple[int, int]:
                 return self.count, self.total
@@ -59,15 +71,20 @@ def _classes():
             def ready(self) -> bool:
                 return True
 
-            def push_all(self, n: int, batch: int, window: int) -> Tuple[float, int, int]:
+            def push_all(self, n: int, batch: int, window: int, work: str = "sum") -> Tuple[float, int, int]:
                 """Push range(n) in lists of ``batch`` with at most ``window`` calls in flight; return
-                (seconds from the first call until the receiver has counted everything, count, sum)."""
-                batches = [list(range(i, min(i + batch, n))) for i in range(0, n, batch)]  # untimed
+                (seconds from the first call until the receiver has counted everything, count, sum).
+                ``work="sum"``: lists built before the clock starts, the receiver sums them with ``sum``;
+                "fold"/"count": each list is built in the timed loop (as a range source does) and the
+                receiver folds it with ``operator.add`` per element / only counts it."""
+                prebuilt = work == "sum"
+                batches = [list(range(i, min(i + batch, n))) for i in range(0, n, batch)] if prebuilt else None
                 push = self.receiver.push.remote
-                ray.get(self.receiver.reset.remote())
+                ray.get(self.receiver.reset.remote(work))
                 pending: list = []
                 t0 = time.perf_counter()
-                for b in batches:
+                for i in range(0, n, batch):
+                    b = batches[i // batch] if prebuilt else list(range(i, min(i + batch, n)))
                     if len(pending) >= window:
                         _, pending = ray.wait(pending, num_returns=1)
                     pending.append(push(b))
@@ -80,9 +97,11 @@ def _classes():
 
 
 def raw_ray_push_times(n: int, batch: int = 1024, window: int = WINDOW, *, runs: int = 1,
-                       warmup: bool = True) -> List[float]:
+                       warmup: bool = True, work: str = "sum") -> List[float]:
     """Durations (seconds) of ``runs`` pushes of n ints on one fresh pair of actors (num_cpus=0),
-    after a short untimed warm-up push; checks that every element arrived; kills the actors."""
+    after a short untimed warm-up push; checks that every element arrived; kills the actors.
+    ``work``: see ``RawPusher.push_all`` ("sum": pre-built lists summed with ``sum``; "fold" / "count":
+    lists built while timed, folded per element / only counted by the receiver)."""
     import ray
 
     if n <= 0 or batch <= 0 or window <= 0:
@@ -93,12 +112,12 @@ def raw_ray_push_times(n: int, batch: int = 1024, window: int = WINDOW, *, runs:
     try:
         ray.get([receiver.ready.remote(), pusher.ready.remote()])
         if warmup:
-            ray.get(pusher.push_all.remote(min(n, 4 * window * batch), batch, window))
+            ray.get(pusher.push_all.remote(min(n, 4 * window * batch), batch, window, work))
         times = []
         want = n * (n - 1) // 2
         for _ in range(max(1, runs)):
-            secs, count, total = ray.get(pusher.push_all.remote(n, batch, window))
-            if count != n or total != want:
+            secs, count, total = ray.get(pusher.push_all.remote(n, batch, window, work))
+            if count != n or (work != "count" and total != want):
                 raise RuntimeError(f"raw_ray_push: receiver got {count} elements summing to {total}, "
                                    f"expected {n} summing to {want}")
             times.append(secs)
