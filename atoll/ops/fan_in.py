@@ -273,8 +273,10 @@ class _BufferedChunkFanIn:
       wise, the failing element is pulled only after those were emitted); then the stage fails;
     * signals: a signal the stage hears is held until every element held when it arrived went out
       (``got``/``taken`` count per input; ``marks`` keeps ``(got snapshot, signal)``); an output chunk
-      ends where a held signal is due, and an input whose elements reached the mark of the first held
-      signal gives nothing more until the signal is out.
+      ends where a held signal is due. An input whose elements reached the mark of a held unordered
+      signal (a barrier) gives nothing more until that signal is out; ordered signals (watermarks)
+      only wait: a watermark may come later than its place, never earlier (a sorted merge or an
+      interleave may have to emit an element that came after it before one that came before it).
     """
 
     def _chunk_init(self, ins) -> None:
@@ -307,7 +309,9 @@ class _BufferedChunkFanIn:
         """How many held elements of input ``i`` may go out now (a held signal may block the rest)."""
         h = len(self.bufs[i]) - self.offs[i]
         if self.marks and h:
-            h = min(h, self.marks[0][0][i] - self.taken[i])
+            for got, signal in self.marks:
+                if not type(signal).ordered:
+                    return min(h, got[i] - self.taken[i])
         return h
 
     def closed(self, i: int) -> bool:
@@ -920,6 +924,12 @@ class MergeLatest(_FanInStage):
 
 
 class _MergeLatestLogic(GraphStageLogic, OutHandler):
+    """Element form only, on purpose: every arrival is emitted as its own list of the latest values,
+    and which lists exist depends on how arrivals interleave with pulls. A chunk form would still make
+    one output per input element (nothing to batch but the port events) and would sample other lists
+    than the element form under the same demand. Between chunked neighbours the adapters keep it
+    exact."""
+
     def __init__(self, stage: MergeLatest):
         super().__init__(stage.shape)
         self.ins = stage.ins
@@ -1234,6 +1244,13 @@ class ZipLatest(ZipLatestWith):
 
 
 class _ZipLatestWithLogic(GraphStageLogic, OutHandler):
+    """Element form only, on purpose: a combination samples the latest value of each input when
+    downstream pulls, and new elements of several inputs arriving between two pulls make one
+    combination. Which combinations exist is a function of arrival timing against demand; a chunk
+    of ``k`` elements of one input would either make ``k`` combinations (more than the element form
+    makes when other inputs deliver meanwhile) or collapse to one (dropping samples the element form
+    emits), so no chunk form is exact. The adapters around it keep per-element demand."""
+
     def __init__(self, stage: ZipLatestWith):
         super().__init__(stage.shape)
         self.ins = stage.ins
