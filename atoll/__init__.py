@@ -12,8 +12,8 @@ from .markers import Done, NotUsed
 from .materializer import Materializer, MaterializerSettings, default_materializer, set_default_materializer
 from .dsl.bidi_flow import BidiFlow
 from .dsl.graph_dsl import GraphBuilder, GraphDSL
-from .ops.buffer import OverflowStrategy
-from .ops.fan_in import (
+from ._impl.ops.buffer import OverflowStrategy
+from ._impl.ops.fan_in import (
     Concat,
     Interleave,
     Merge,
@@ -27,9 +27,9 @@ from .ops.fan_in import (
     ZipLatestWith,
     ZipWith,
 )
-from .ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
-from .ops.kill_switch import KillSwitch, KillSwitches, SharedKillSwitch, UniqueKillSwitch
-from .ops.sources import Cancellable
+from ._impl.ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
+from ._impl.ops.kill_switch import KillSwitch, KillSwitches, SharedKillSwitch, UniqueKillSwitch
+from ._impl.ops.sources import Cancellable
 from .stage import (
     Attributes,
     BidiShape,

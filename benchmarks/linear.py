@@ -11,7 +11,7 @@ side in one process:
                    fed by ``emit`` n times;
 - ``atoll``      — ``Source.range(0, n).map().map().filter().run_with(Sink.fold(...), Materializer.local())``
                    (materialization and the wait for the fold's future included); the chain is fused
-                   into one generated loop (``atoll.islands.fusion``);
+                   into one generated loop (``atoll._impl.islands.fusion``);
 - ``atoll-unfused`` — the same with ``Materializer.local(fusion=False)``: every stage runs in the graph
                    interpreter (what any non-fusible chain pays). Reference only, not the target.
 

@@ -33,7 +33,7 @@ def _add(a, b):
 
 def profile_atoll_linear(n: int, fusion: bool = True) -> pstats.Stats:
     from atoll import Materializer, Sink, Source
-    from atoll.islands import thread_host
+    from atoll._impl.islands import thread_host
 
     profiles = []
     original = thread_host.IslandHost.run_loop

@@ -8,14 +8,15 @@ under ``atoll/``, that module. Layers, lowest first:
 ====  ===========================================  ==============================================================
 rank  units                                        what they are
 ====  ===========================================  ==============================================================
-0     ``errors``, ``markers``, ``_futures``        leaf modules: exceptions, ``NotUsed``/``Done``, promises
+0     ``errors``, ``markers``, ``_futures``,       leaf modules: exceptions, ``NotUsed``/``Done``, promises; the
+      ``_impl``                                    docstring of the internal packages' home
 1     ``stage``                                    what a custom operator is written with (GraphStage, logic,
                                                    ports, shapes, attributes, substreams)
 2     ``materializer``                             traversal, builders, ``Keep``, the phased materializer
-3     ``ops``                                      the operator catalogue: GraphStages built on ``stage``
-4     ``islands``                                  the fused interpreter, fusion (which knows the operators it
-                                                   fuses), the local island plugin and materializer
-5     ``actors``, ``interop``                      the Ray side (island actors, channels, driver handles); the
+3     ``ops`` (in ``_impl``)                       the operator catalogue: GraphStages built on ``stage``
+4     ``islands`` (in ``_impl``)                   the graph interpreter, the chunk pass, island assembly, the
+                                                   local materializer
+5     ``actors`` (in ``_impl``), ``interop``       the Ray side (island actors, channels, driver handles); the
                                                    sources and sinks at the edges (Spark, Parquet, Ray Data)
 6     ``dsl``                                      Source/Flow/Sink, GraphDSL, Keep re-exported
 7     ``testkit``, ``__init__`` (package ``atoll``)  probes for tests; the public top-level namespace
@@ -46,6 +47,7 @@ LAYERS: Dict[str, int] = {
     "errors": 0,
     "markers": 0,
     "_futures": 0,
+    "_impl": 0,
     "stage": 1,
     "materializer": 2,
     "ops": 3,
@@ -64,26 +66,21 @@ _KERNEL = "kernel rework in progress (another engineer owns this file now)"
 ALLOWED: Dict[Tuple[str, str], str] = {
     # Materializer.local()/ray() import their implementations; to be cut by registering the backends (found by
     # name, anyio style) or by moving the factories up.
-    ("atoll/materializer/materializer.py", "atoll.islands.local_materializer"): _KERNEL,
-    ("atoll/materializer/materializer.py", "atoll.actors.ray_materializer"): _KERNEL,
-    # The connection table's port-state bits and EMPTY sentinel live in islands; the review moves the kernel
-    # (connection, interpreter) into stage.
-    ("atoll/stage/logic.py", "atoll.islands.connection"): _KERNEL,
-    ("atoll/stage/signal_alignment.py", "atoll.islands.connection"): _KERNEL,
-    ("atoll/ops/fan_in.py", "atoll.islands.connection"): _KERNEL,
+    ("atoll/materializer/materializer.py", "atoll._impl.islands.local_materializer"): _KERNEL,
+    ("atoll/materializer/materializer.py", "atoll._impl.actors.ray_materializer"): _KERNEL,
     # Sub-materialization (substreams, recover_with, recursion) builds DSL blueprints and runs them with the local
     # materializer; to be replaced by a sub_materialize service of the island host.
-    ("atoll/stage/substreams.py", "atoll.islands.local_materializer"): _KERNEL,
+    ("atoll/stage/substreams.py", "atoll._impl.islands.local_materializer"): _KERNEL,
     ("atoll/stage/substreams.py", "atoll.dsl.sink"): _KERNEL,
     ("atoll/stage/substreams.py", "atoll.dsl.source"): _KERNEL,
-    ("atoll/ops/recover_with.py", "atoll.dsl.source"): _KERNEL,
-    ("atoll/ops/recursion.py", "atoll.dsl.source"): _KERNEL,
-    ("atoll/ops/recursion.py", "atoll.dsl.flow"): _KERNEL,
+    ("atoll/_impl/ops/recover_with.py", "atoll.dsl.source"): _KERNEL,
+    ("atoll/_impl/ops/recursion.py", "atoll.dsl.source"): _KERNEL,
+    ("atoll/_impl/ops/recursion.py", "atoll.dsl.flow"): _KERNEL,
     # Keep now lives in materializer.keep (dsl.keep re-exports it); these two imports only need repointing.
-    ("atoll/ops/recover_with.py", "atoll.dsl.keep"): _KERNEL,
-    ("atoll/ops/recursion.py", "atoll.dsl.keep"): _KERNEL,
+    ("atoll/_impl/ops/recover_with.py", "atoll.dsl.keep"): _KERNEL,
+    ("atoll/_impl/ops/recursion.py", "atoll.dsl.keep"): _KERNEL,
     # KillSwitches.single()/shared().flow() return DSL Flows; to return the stage itself (Flow.via accepts stages).
-    ("atoll/ops/kill_switch.py", "atoll.dsl.flow"): _KERNEL,
+    ("atoll/_impl/ops/kill_switch.py", "atoll.dsl.flow"): _KERNEL,
 }
 
 
@@ -129,8 +126,11 @@ def imports_of(source: str, module: str, is_package: bool, known: Set[str]) -> I
 
 
 def unit_of(module: str) -> str:
-    """``atoll.stage.ports`` -> ``stage``; ``atoll.errors`` -> ``errors``; ``atoll`` -> ``__init__``."""
+    """``atoll.stage.ports`` -> ``stage``; ``atoll._impl.ops.sinks`` -> ``ops`` (the internal packages live under
+    ``atoll/_impl/``); ``atoll.errors`` -> ``errors``; ``atoll`` -> ``__init__``."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "_impl":
+        return parts[2]
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -248,15 +248,16 @@ def test_the_reader_sees_deferred_relative_and_absolute_imports():
         "from ..dsl import keep\n"
         "from .. import errors\n"
         "def f():\n"
-        "    from ..islands.connection import EMPTY\n"
+        "    from .._impl.islands.interpreter import GraphInterpreter\n"
         "    class C:\n"
         "        def g(self):\n"
         "            import atoll\n"
         "            from . import ports\n"
     )
-    known = {"atoll", "atoll.dsl", "atoll.dsl.source", "atoll.dsl.keep", "atoll.errors", "atoll.islands",
-             "atoll.islands.connection", "atoll.stage", "atoll.stage.ports", "atoll.stage.logic"}
+    known = {"atoll", "atoll.dsl", "atoll.dsl.source", "atoll.dsl.keep", "atoll.errors", "atoll._impl",
+             "atoll._impl.islands", "atoll._impl.islands.interpreter", "atoll.stage", "atoll.stage.ports",
+             "atoll.stage.logic"}
     found = sorted(imports_of(source, "atoll.stage.logic", False, known))
     assert found == [(2, "atoll.dsl.source"), (3, "atoll.dsl.keep"), (4, "atoll.errors"),
-                     (6, "atoll.islands.connection"), (9, "atoll"), (10, "atoll.stage.ports")]
+                     (6, "atoll._impl.islands.interpreter"), (9, "atoll"), (10, "atoll.stage.ports")]
     assert [unit_of(m) for _, m in found] == ["dsl", "dsl", "errors", "islands", "__init__", "stage"]

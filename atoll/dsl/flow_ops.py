@@ -8,13 +8,13 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable, Iterable, Optional, Tuple
 
-from ..ops.aggregate import Fold, Grouped, Reduce, Scan, Sliding
-from ..ops.buffer import Buffer, OverflowStrategy
-from ..ops.recovery import MapError, Recover
-from ..ops.sequence import DropRepeated, Intersperse, Log, ZipWithIndex
-from ..ops.slicing import Drop, DropWhile, Limit, Take, TakeWhile
-from ..ops.termination import WatchTermination
-from ..ops.transform import Filter, Map, MapConcat, StatefulMap, StatefulMapConcat
+from .._impl.ops.aggregate import Fold, Grouped, Reduce, Scan, Sliding
+from .._impl.ops.buffer import Buffer, OverflowStrategy
+from .._impl.ops.recovery import MapError, Recover
+from .._impl.ops.sequence import DropRepeated, Intersperse, Log, ZipWithIndex
+from .._impl.ops.slicing import Drop, DropWhile, Limit, Take, TakeWhile
+from .._impl.ops.termination import WatchTermination
+from .._impl.ops.transform import Filter, Map, MapConcat, StatefulMap, StatefulMapConcat
 
 _UNSET = object()
 
@@ -138,7 +138,7 @@ class FlowOps:
 
     def recover_with_retries(self, attempts: int, fn: Callable[[BaseException], Any]):
         """On failure switch to the Source ``fn(exc)``, at most ``attempts`` times (-1: unlimited)."""
-        from ..ops.recover_with import RecoverWithRetries
+        from .._impl.ops.recover_with import RecoverWithRetries
 
         return self._stage(RecoverWithRetries(attempts, fn))
 

@@ -71,7 +71,7 @@ def _importable(graph):
     """The builder and shape to import ``graph`` with (the identity Flow becomes a stage)."""
     b = builder_of(graph)
     if isinstance(b, LinearTraversalBuilder) and b.is_empty:
-        from ..ops.identity import Identity
+        from .._impl.ops.identity import Identity
 
         stage = Identity()
         return stage.traversal_builder, stage.shape

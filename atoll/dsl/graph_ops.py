@@ -42,68 +42,68 @@ class GraphOps:
     # ------------------------------------------------------------------ fan-in
     def merge(self, other, eager_complete: bool = False, combine: Callable[[Any, Any], Any] = Keep.left):
         """Elements of this and ``other`` as they arrive (``Merge(2)``)."""
-        from ..ops.fan_in import Merge
+        from .._impl.ops.fan_in import Merge
 
         return self._with_other_input(Merge(2, eager_complete=eager_complete), other, 0, 1, combine)
 
     def merge_sorted(self, other, combine: Callable[[Any, Any], Any] = Keep.left):
         """Merge two sorted streams into one sorted stream (``MergeSorted``)."""
-        from ..ops.fan_in import MergeSorted
+        from .._impl.ops.fan_in import MergeSorted
 
         return self._with_other_input(MergeSorted(), other, 0, 1, combine)
 
     def zip(self, other, combine: Callable[[Any, Any], Any] = Keep.left):
         """Pairs ``(this, other)`` (``Zip``)."""
-        from ..ops.fan_in import Zip
+        from .._impl.ops.fan_in import Zip
 
         return self._with_other_input(Zip(), other, 0, 1, combine)
 
     def zip_with(self, other, fn: Callable[[Any, Any], Any], combine: Callable[[Any, Any], Any] = Keep.left):
         """``fn(this, other)`` for each pair (``ZipWith``)."""
-        from ..ops.fan_in import ZipWith
+        from .._impl.ops.fan_in import ZipWith
 
         return self._with_other_input(ZipWith(fn, 2), other, 0, 1, combine)
 
     def zip_latest(self, other, combine: Callable[[Any, Any], Any] = Keep.left):
         """Pairs of the latest elements of both, each time either emits (``ZipLatest``)."""
-        from ..ops.fan_in import ZipLatest
+        from .._impl.ops.fan_in import ZipLatest
 
         return self._with_other_input(ZipLatest(), other, 0, 1, combine)
 
     def concat(self, other, combine: Callable[[Any, Any], Any] = Keep.left):
         """This stream's elements, then ``other``'s (``Concat(2)``)."""
-        from ..ops.fan_in import Concat
+        from .._impl.ops.fan_in import Concat
 
         return self._with_other_input(Concat(2), other, 0, 1, combine)
 
     def prepend(self, other, combine: Callable[[Any, Any], Any] = Keep.left):
         """``other``'s elements, then this stream's."""
-        from ..ops.fan_in import Concat
+        from .._impl.ops.fan_in import Concat
 
         return self._with_other_input(Concat(2), other, 1, 0, combine)
 
     def interleave(self, other, segment_size: int, eager_close: bool = False, combine: Callable[[Any, Any], Any] = Keep.left):
         """``segment_size`` elements from this, then from ``other``, and so on (``Interleave(2)``)."""
-        from ..ops.fan_in import Interleave
+        from .._impl.ops.fan_in import Interleave
 
         return self._with_other_input(Interleave(2, segment_size, eager_close=eager_close), other, 0, 1, combine)
 
     def or_else(self, other, combine: Callable[[Any, Any], Any] = Keep.left):
         """This stream, or ``other`` if this one completes without any element (``OrElse``)."""
-        from ..ops.fan_in import OrElse
+        from .._impl.ops.fan_in import OrElse
 
         return self._with_other_input(OrElse(), other, 0, 1, combine)
 
     # ------------------------------------------------------------------ fan-out
     def also_to(self, sink, combine: Callable[[Any, Any], Any] = Keep.left):
         """Every element also goes to ``sink`` (``Broadcast(2, eager_cancel=True)``)."""
-        from ..ops.fan_out import Broadcast
+        from .._impl.ops.fan_out import Broadcast
 
         return self._with_side_output(Broadcast(2, eager_cancel=True), sink, 0, 1, combine)
 
     def also_to_all(self, *sinks):
         """Every element also goes to each of ``sinks``."""
-        from ..ops.fan_out import Broadcast
+        from .._impl.ops.fan_out import Broadcast
         from .flow import Flow
 
         if not sinks:
@@ -119,8 +119,8 @@ class GraphOps:
 
     def divert_to(self, sink, pred: Callable[[Any], bool], combine: Callable[[Any, Any], Any] = Keep.left):
         """Elements for which ``pred`` holds go to ``sink`` instead of downstream."""
-        from ..ops.base import require_callable
-        from ..ops.fan_out import Partition
+        from .._impl.ops.base import require_callable
+        from .._impl.ops.fan_out import Partition
 
         require_callable("divert_to", "pred", pred)
         return self._with_side_output(
@@ -130,7 +130,7 @@ class GraphOps:
     def wire_tap(self, sink, combine: Callable[[Any, Any], Any] = Keep.left):
         """Every element also goes to ``sink`` if it is ready for it; otherwise the tap misses it
         (the main stream is never slowed down by the tap)."""
-        from ..ops.wire_tap import WireTap
+        from .._impl.ops.wire_tap import WireTap
 
         return self._with_side_output(WireTap(), sink, 0, 1, combine)
 
@@ -139,7 +139,7 @@ class GraphOps:
         """Streaming recursion (KIP-1113 style): emits every upstream element and every element that
         ``op`` produces, and feeds each produced element back into ``op``. ``op`` builds the step
         from a Flow (``lambda s: s.filter(...).map(...)``). Completes when upstream completed and no
-        element is left in flight inside the loop. See ``atoll.ops.recursion``."""
-        from ..ops.recursion import Recursively
+        element is left in flight inside the loop. See ``atoll._impl.ops.recursion``."""
+        from .._impl.ops.recursion import Recursively
 
         return self.via(Recursively.flow(op, max_pending))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from ..materializer.linear_builder import LinearTraversalBuilder
-from ..ops import sinks as K
+from .._impl.ops import sinks as K
 from ..stage.shapes import SinkShape
 from .blueprint import Blueprint
 from .keep import Keep

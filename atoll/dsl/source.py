@@ -5,7 +5,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Optional
 
 from ..materializer.linear_builder import LinearTraversalBuilder
-from ..ops import sources as S
+from .._impl.ops import sources as S
 from ..stage.shapes import SourceShape
 from .blueprint import Blueprint, builder_of
 from .flow_ops import FlowOps

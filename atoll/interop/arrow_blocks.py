@@ -20,8 +20,8 @@ from typing import Any, Callable, List, Optional
 import pyarrow as pa
 
 from ..stage.handlers import InHandler
-from ..ops.base import SinkStage, complete_promise, fail_promise, new_promise
-from ..ops.sinks import _PromiseSinkLogic
+from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
+from .._impl.ops.sinks import _PromiseSinkLogic
 from .errors import SchemaMismatchError
 
 __all__ = ["ArrowBlockSink", "BlockLogic", "ROWS_PER_BLOCK", "finish_on_driver", "with_shape_of"]

@@ -14,7 +14,7 @@ import threading
 from typing import Any, Callable, Iterator
 
 from ..errors import PortStateError
-from ..ops.base import SourceStage
+from .._impl.ops.base import SourceStage
 from ..stage.handlers import OutHandler
 from ..stage.logic import GraphStageLogic
 

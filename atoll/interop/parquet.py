@@ -10,7 +10,7 @@ from typing import Any, Iterator, List, Optional
 
 import pyarrow as pa
 
-from ..ops.base import SinkStage, new_promise
+from .._impl.ops.base import SinkStage, new_promise
 from .arrow_blocks import ROWS_PER_BLOCK, BlockLogic
 from .background_source import BackgroundSource
 from .spark_sink import arrow_schema_of

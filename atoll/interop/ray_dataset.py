@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-from ..ops.base import SinkStage
+from .._impl.ops.base import SinkStage
 from .arrow_blocks import ROWS_PER_BLOCK, ArrowBlockSink, finish_on_driver, with_shape_of
 from .background_source import BackgroundSource
 from .parquet import batches_as, check_format

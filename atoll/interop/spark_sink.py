@@ -12,7 +12,7 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from ..errors import IllegalStateError
-from ..ops.base import SinkStage
+from .._impl.ops.base import SinkStage
 from .arrow_blocks import ROWS_PER_BLOCK, ArrowBlockSink, finish_on_driver, with_shape_of
 
 __all__ = ["SparkSink", "arrow_schema_of"]

@@ -16,7 +16,7 @@ import collections
 from typing import Any, Iterator, Optional
 
 from ..errors import IllegalStateError
-from ..ops.base import SourceStage
+from .._impl.ops.base import SourceStage
 from .arrow_blocks import with_shape_of
 from .background_source import BackgroundSource
 

@@ -31,11 +31,11 @@ class MaterializerSettings:
     def __init__(self, input_buffer=(16, 16), event_limit: int = 2000, fusion: bool = True, debug: bool = False,
                  chunk_size: int = 1024, fuzzing=None):
         """``fusion``: connections between operators with a chunk form move lists of elements
-        (``atoll.islands.chunking``); False moves one element per event everywhere (the reference the
+        (``atoll._impl.islands.chunking``); False moves one element per event everywhere (the reference the
         parity tests compare with). ``chunk_size``: the most elements a stage with unbounded demand
         (a fold, a seq sink) asks for per pull. ``fuzzing``: Pekko's fuzzing mode for tests - an int
         seed (or True for a random one) makes every interpreter dispatch its events in a shuffled, still
-        legal order (see ``atoll.islands.interpreter``); None/False is the normal mode unless the
+        legal order (see ``atoll._impl.islands.interpreter``); None/False is the normal mode unless the
         ``ATOLL_FUZZING`` environment variable holds a seed (to run a whole test suite fuzzed)."""
         initial, max_ = input_buffer
         InputBuffer(initial, max_)  # validates
@@ -87,7 +87,7 @@ class Materializer(ABC):
         ``clock``: the clock of every island host (and so of every substream, which runs on its
         parent's host); default real time. With ``atoll.testkit.ManualClock()`` timers fire only
         when the test advances the clock (``clock.advance(seconds)``)."""
-        from ..islands.local_materializer import LocalMaterializer
+        from .._impl.islands.local_materializer import LocalMaterializer
 
         if clock is not None and not isinstance(clock, Clock):
             raise TypeError(f"Materializer.local: clock must be an atoll Clock, got {clock!r}")
@@ -103,7 +103,7 @@ class Materializer(ABC):
         The island hosts read time through the same ``host.now()`` as local ones, but always from a
         real clock: there is no manual (virtual) clock for Ray, since actors in other processes
         cannot share one. Timer tests use ``Materializer.local(clock=ManualClock())``."""
-        from ..actors.ray_materializer import RayMaterializer
+        from .._impl.actors.ray_materializer import RayMaterializer
 
         return RayMaterializer(address=address, **settings)
 

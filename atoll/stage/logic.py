@@ -19,7 +19,7 @@ from ..errors import (
     PortStateError,
     StreamDetachedError,
 )
-from ..islands.connection import (
+from ._connection import (
     GRAB_MASK,
     PULL_MASK,
     PUSH_MASK,
@@ -302,7 +302,7 @@ class GraphStageLogic:
 
     def enable_chunks(self, chunk_size: int) -> None:
         """Switch to the chunk form: install handlers that move lists (``pull_chunk``/``push_chunk``).
-        Called by the island's chunk negotiation (``atoll.islands.chunking``) before the island
+        Called by the island's chunk negotiation (``atoll._impl.islands.chunking``) before the island
         starts; ``chunk_size`` is what a stage with unbounded demand asks for per pull."""
         raise TypeError(f"{self} has no chunk form")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..islands.connection import HELD, IN_CLOSED, OUT_CLOSED, PUSHING, SIGNAL
+from ._connection import HELD, IN_CLOSED, OUT_CLOSED, PUSHING, SIGNAL
 
 
 class FanInAlignment:

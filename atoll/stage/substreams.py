@@ -27,7 +27,7 @@ _EMPTY = object()
 
 def sub_materialize(logic: GraphStageLogic, graph) -> Any:
     """Run the runnable ``graph`` on ``logic``'s island host; returns its materialized value."""
-    from ..islands.local_materializer import materialize_in_host
+    from .._impl.islands.local_materializer import materialize_in_host
 
     interp = logic.interpreter
     return materialize_in_host(graph, interp.host, interp.materializer, f"{interp.name}/{logic.stage_name}")

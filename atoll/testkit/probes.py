@@ -16,8 +16,8 @@ import time
 from typing import Any, List, Optional
 
 from ..errors import NO_MORE_ELEMENTS_NEEDED
-from ..islands.boundaries import MAX_DEMAND, InputBoundary, OutputBoundary
-from ..ops.base import SinkStage, SourceStage
+from .._impl.islands.boundaries import MAX_DEMAND, InputBoundary, OutputBoundary
+from .._impl.ops.base import SinkStage, SourceStage
 from ..stage.attributes import InputBuffer
 
 DEFAULT_TIMEOUT = 3.0
@@ -230,7 +230,7 @@ class TestSubscriberProbe:
         self._logic = None  # the stage feeding the probe (to find its clock)
 
     def __atoll_detach__(self) -> "TestSubscriberProbe":
-        """A copy for the driver once the probe's island has ended (see ``atoll.actors.exports``):
+        """A copy for the driver once the probe's island has ended (see ``atoll._impl.actors.exports``):
         it holds the events not consumed yet; demand and cancel signals go nowhere."""
         copy = TestSubscriberProbe(self.timeout)
         copy._events.stash = [ev for ev in self._events.snapshot() if ev[0] != "subscribe"]

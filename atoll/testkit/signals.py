@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
-from atoll.ops.base import SinkStage, SourceStage, complete_promise, fail_promise, new_promise
+from atoll._impl.ops.base import SinkStage, SourceStage, complete_promise, fail_promise, new_promise
 from atoll.stage.handlers import InHandler, OutHandler
 from atoll.stage.logic import GraphStageLogic
 from atoll.stage.signals import Signal

@@ -20,8 +20,8 @@ import itertools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from atoll.errors import NO_MORE_ELEMENTS_NEEDED
-from atoll.islands.island_builder import IslandBuilder
-from atoll.islands.interpreter import GraphInterpreter
+from atoll._impl.islands.island_builder import IslandBuilder
+from atoll._impl.islands.interpreter import GraphInterpreter
 from atoll.materializer.materializer import MaterializerSettings
 from atoll.stage.attributes import Attributes
 from atoll.stage.graph_stage import GraphStage

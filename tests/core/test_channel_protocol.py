@@ -9,7 +9,7 @@ import pytest
 
 from atoll import Keep, Sink, Source
 from atoll.errors import ProtocolError, SpecViolationError
-from atoll.islands.boundaries import MAX_DEMAND
+from atoll._impl.islands.boundaries import MAX_DEMAND
 from atoll.testkit import TestSink, TestSource
 
 

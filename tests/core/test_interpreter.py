@@ -6,9 +6,9 @@ import pytest
 
 from atoll import Keep
 from atoll.errors import NO_MORE_ELEMENTS_NEEDED, STAGE_WAS_COMPLETED, PortStateError
-from atoll.ops.aggregate import Fold, Grouped
-from atoll.ops.slicing import Take
-from atoll.ops.transform import Filter, Map
+from atoll._impl.ops.aggregate import Fold, Grouped
+from atoll._impl.ops.slicing import Take
+from atoll._impl.ops.transform import Filter, Map
 from atoll.testkit import TestSink, TestSource
 
 from interpreter_kit import Cancel, Kit, OnComplete, OnError, OnNext, OneBounded, RequestOne, linear

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from atoll import Supervision
-from atoll.ops.aggregate import Fold, Grouped, Scan
-from atoll.ops.slicing import DropWhile, Limit, TakeWhile
-from atoll.ops.transform import Filter, Map, MapConcat, StatefulMap
+from atoll._impl.ops.aggregate import Fold, Grouped, Scan
+from atoll._impl.ops.slicing import DropWhile, Limit, TakeWhile
+from atoll._impl.ops.transform import Filter, Map, MapConcat, StatefulMap
 
 from atoll.errors import STAGE_WAS_COMPLETED
 

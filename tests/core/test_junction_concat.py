@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from atoll.errors import NO_MORE_ELEMENTS_NEEDED, STAGE_WAS_COMPLETED
-from atoll.ops.fan_in import Concat, Interleave, OrElse
+from atoll._impl.ops.fan_in import Concat, Interleave, OrElse
 
 from interpreter_kit import Cancel, JunctionSetup, Kit, OnComplete, OnError, OnNext, RequestOne, feed
 from stage_helpers import Boom

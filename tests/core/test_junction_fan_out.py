@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from atoll.errors import NO_MORE_ELEMENTS_NEEDED, STAGE_WAS_COMPLETED, PartitionOutOfBoundsError, PortStateError
-from atoll.ops.fan_in import Zip
-from atoll.ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
+from atoll._impl.ops.fan_in import Zip
+from atoll._impl.ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
 from atoll.stage.supervision import Supervision
 
 from interpreter_kit import Cancel, JunctionSetup, Kit, OnComplete, OnError, OnNext, RequestOne, feed
@@ -407,7 +407,7 @@ def test_partition_element_for_a_cancelled_output_is_dropped():
 
 
 def test_partition_with_merge():
-    from atoll.ops.fan_in import Merge
+    from atoll._impl.ops.fan_in import Merge
 
     kit = Kit()
     up, down = kit.add(kit.upstream("up")), kit.add(kit.downstream("down"))

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from atoll.errors import NO_MORE_ELEMENTS_NEEDED, STAGE_WAS_COMPLETED
-from atoll.ops.fan_in import Merge, MergeLatest, MergePreferred, MergePrioritized, MergeSorted
+from atoll._impl.ops.fan_in import Merge, MergeLatest, MergePreferred, MergePrioritized, MergeSorted
 
 from interpreter_kit import Cancel, JunctionSetup, Kit, OnComplete, OnError, OnNext, RequestOne, feed
 from stage_helpers import Boom

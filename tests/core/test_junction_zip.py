@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from atoll.errors import STAGE_WAS_COMPLETED, PortStateError
-from atoll.ops.fan_in import Zip, ZipLatest, ZipLatestWith, ZipWith
+from atoll._impl.ops.fan_in import Zip, ZipLatest, ZipLatestWith, ZipWith
 from atoll.stage.supervision import Supervision
 
 from interpreter_kit import Cancel, JunctionSetup, OnComplete, OnError, OnNext, RequestOne

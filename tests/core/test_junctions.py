@@ -8,7 +8,7 @@ import pytest
 
 from atoll.errors import NO_MORE_ELEMENTS_NEEDED, STAGE_WAS_COMPLETED
 from atoll.materializer.atomic_builder import AtomicTraversalBuilder
-from atoll.ops.fan_in import (
+from atoll._impl.ops.fan_in import (
     Concat,
     Interleave,
     Merge,
@@ -22,7 +22,7 @@ from atoll.ops.fan_in import (
     ZipLatestWith,
     ZipWith,
 )
-from atoll.ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
+from atoll._impl.ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
 from atoll.stage.shapes import (
     FanInShape,
     FanInShapeN,

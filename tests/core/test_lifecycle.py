@@ -9,8 +9,8 @@ import pytest
 
 from atoll import ClosedShape, Flow, GraphStage, GraphStageLogic, InHandler, Inlet, OutHandler, Outlet, Sink, SinkShape, Source, SourceShape
 from atoll.errors import IllegalStateError, NO_MORE_ELEMENTS_NEEDED
-from atoll.ops.aggregate import Fold
-from atoll.ops.transform import Map
+from atoll._impl.ops.aggregate import Fold
+from atoll._impl.ops.transform import Map
 from atoll.stage.handlers import eager_terminate_input, eager_terminate_output
 
 from interpreter_kit import Cancel, Kit, OnComplete, OnError, OnNext, OneBounded, PostStop, PreStart, RequestOne

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from atoll import Keep, Materializer, Sink, Source, TimerGraphStageLogic
-from atoll.islands.thread_host import ThreadHost
+from atoll._impl.islands.thread_host import ThreadHost
 from atoll.stage.clock import REAL_CLOCK, Clock, RealClock
 from atoll.testkit import ManualClock, TestSink, TestSource, assert_all_stages_stopped
 

@@ -12,7 +12,7 @@ from atoll import Attributes, Done, Flow, Keep, KillSwitches, NotUsed, Sink, Sou
 from atoll.materializer import mat_values
 from atoll.materializer.mat_values import DeferredValue, PendingValue, is_pending, resolve
 from atoll.materializer.traversal import Compose, MaterializeAtomic, Pop, PushNotUsed, Transform
-from atoll.ops.kill_switch import UniqueKillSwitch
+from atoll._impl.ops.kill_switch import UniqueKillSwitch
 from atoll.stage.shapes import Shape
 
 from traversal_kit import TestModule, concat, record_materialize

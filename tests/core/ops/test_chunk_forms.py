@@ -226,7 +226,7 @@ def test_slicing_failure_after_elements():
 
 
 def test_slicing_state_hooks():
-    from atoll.ops.slicing import Drop, DropWhile, Take
+    from atoll._impl.ops.slicing import Drop, DropWhile, Take
     for stage in (Take(5), Drop(5)):
         logic = stage.create_logic(Attributes.none)
         logic.left = 2
@@ -298,7 +298,7 @@ def test_reduce_supervised():
 
 
 def test_scan_fold_state_hooks():
-    from atoll.ops.aggregate import Fold, Scan
+    from atoll._impl.ops.aggregate import Fold, Scan
     logic = Scan(0, _adder()).create_logic(Attributes.none)
     logic.acc, logic.zero_out = 7, True
     snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
@@ -381,7 +381,7 @@ def _last_emittable(op, k):
 
 
 def test_window_state_hooks():
-    from atoll.ops.aggregate import Grouped, Sliding
+    from atoll._impl.ops.aggregate import Grouped, Sliding
     for stage in (Grouped(3), Sliding(3, 2)):
         logic = stage.create_logic(Attributes.none)
         logic.step(1)
@@ -406,7 +406,7 @@ def test_zip_with_index_after_a_resumed_filter_and_state_hooks():
         return x % 2
 
     check(lambda f: f.filter(odd).zip_with_index(), DATA, resuming)
-    from atoll.ops.sequence import ZipWithIndex
+    from atoll._impl.ops.sequence import ZipWithIndex
     logic = ZipWithIndex().create_logic(Attributes.none)
     logic.index = 4
     snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
@@ -447,7 +447,7 @@ def test_buffer_holds_signals_behind_its_elements(size):
 
 
 def _buffer_logic(strategy, size=3):
-    from atoll.ops.buffer import Buffer
+    from atoll._impl.ops.buffer import Buffer
 
     logic = Buffer(size, strategy).create_logic(Attributes.none)
     emitted = []

@@ -12,8 +12,8 @@ import pytest
 
 from atoll import Attributes, Flow, Keep, KillSwitches, Materializer, Sink, Source
 from atoll.errors import NonFailureCancellation, PortStateError
-from atoll.ops import kill_switch as ks_mod
-from atoll.ops import transform as transform_mod
+from atoll._impl.ops import kill_switch as ks_mod
+from atoll._impl.ops import transform as transform_mod
 from atoll.stage.signals import Barrier, Signal, Watermark
 from atoll.stage.supervision import Supervision
 from atoll.testkit import TestSink, TestSource

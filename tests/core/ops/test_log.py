@@ -13,7 +13,7 @@ import pytest
 from ops_kit import TE
 
 from atoll import Attributes, Flow, Sink, Source, Supervision
-from atoll.ops.sequence import LOG_OFF
+from atoll._impl.ops.sequence import LOG_OFF
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from atoll import Cancellable, Keep, Materializer, Sink, Source
-from atoll.ops.sources import TickSource
+from atoll._impl.ops.sources import TickSource
 from atoll.testkit import ManualClock, TestSink, assert_all_stages_stopped
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/core: the interpreter kit

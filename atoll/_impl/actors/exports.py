@@ -1,0 +1,185 @@
+"""Materialized values of stages living in island actors, as seen from the driver.
+
+In the actor, ``ExportTable.export`` turns each stage's materialized value into something picklable:
+plain values travel as they are; a ``concurrent.futures.Future`` becomes an id whose outcome the actor
+reports through its ``poll`` events; any other object (kill switch, cancellable, test probe, queue ...)
+stays in the actor and is exported as a handle. On the driver, ``RemoteHandle`` forwards method calls
+to the object in the actor (from the driver or any other Ray task/actor: it pickles) and returns the
+original result or raises the original exception.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, Optional
+
+from ...errors import StreamDetachedError
+from ...markers import Done, NotUsed
+from ..ops.kill_switch import KillSwitch
+from .messages import CallResult, Detached, Raised, Returned, ReturnedSelf
+from .portable import portable_exception
+
+_PLAIN = (type(None), bool, int, float, str, bytes)
+
+
+class ExportedFuture:
+    __slots__ = ("fid",)
+
+    def __init__(self, fid: int):
+        self.fid = fid
+
+
+class ExportedHandle:
+    __slots__ = ("actor", "hid", "type_name", "island", "is_kill_switch")
+
+    def __init__(self, actor, hid: int, type_name: str, island: str, is_kill_switch: bool):
+        self.actor = actor
+        self.hid = hid
+        self.type_name = type_name
+        self.island = island
+        self.is_kill_switch = is_kill_switch
+
+
+class ExportTable:
+    """Actor side: the futures and handles of the island's materialized values.
+
+    When the island ends, ``detach`` takes a final copy of every handle that offers one
+    (``__atoll_detach__``, e.g. test probes with events not consumed yet); the copies travel to
+    the driver with the island's end event, and later calls on the proxies run on those copies, so
+    nothing needs the actor after its island ended. Calls that arrive after ``detach`` answer
+    ``Detached()`` and are retried by the proxy on the copy."""
+
+    def __init__(self):
+        self._ids = itertools.count()
+        self.handles: Dict[int, Any] = {}
+        self.on_future_done: Optional[Callable[[int, Future], None]] = None
+        self._lock = threading.Lock()
+        self._detached = False
+
+    def detach(self) -> Dict[int, Any]:
+        with self._lock:
+            self._detached = True
+            copies = {}
+            for hid, obj in self.handles.items():
+                fn = getattr(obj, "__atoll_detach__", None)
+                if fn is not None:
+                    copies[hid] = fn()
+            return copies
+
+    def export(self, value: Any, actor, island: str) -> Any:
+        if value is NotUsed or value is Done or type(value) in _PLAIN:
+            return value
+        if isinstance(value, Future):
+            fid = next(self._ids)
+            value.add_done_callback(lambda f, fid=fid: self.on_future_done(fid, f))
+            return ExportedFuture(fid)
+        hid = next(self._ids)
+        self.handles[hid] = value
+        return ExportedHandle(actor, hid, type(value).__name__, island, isinstance(value, KillSwitch))
+
+    def call(self, hid: int, method: str, args, kwargs) -> CallResult:
+        """Call ``method`` on handle ``hid``; the outcome as a typed result for the driver's proxy."""
+        with self._lock:
+            if self._detached:
+                return Detached()
+            obj = self.handles[hid]
+            try:
+                result = getattr(obj, method)(*args, **kwargs)
+            except BaseException as e:  # noqa: BLE001 - the caller gets the original exception
+                return Raised(portable_exception(e))
+            if result is obj:
+                return ReturnedSelf()
+            return Returned(result)
+
+
+class RemoteHandle:
+    """Driver-side proxy of an object living in an island actor: call its methods as usual.
+    After the island ended, calls go to the object's final copy if it left one."""
+
+    DETACH_WAIT = 10.0
+
+    def __init__(self, exported: ExportedHandle):
+        self._x = exported
+        self._copy = None
+        self._copy_ready = threading.Event()
+
+    def __repr__(self):
+        return f"Remote{self._x.type_name}(island={self._x.island})"
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self._call(name, args, kwargs)
+
+    def __reduce__(self):
+        return (_rebuild_handle, (self._x, self._copy))
+
+    def _detached(self, copy) -> None:
+        """The island ended; ``copy`` (or None) answers from now on (called by the graph monitor)."""
+        self._copy = copy
+        self._copy_ready.set()
+
+    def _call_copy(self, method: str, args, kwargs):
+        x = self._x
+        if self._copy is None:
+            raise StreamDetachedError(f"{x.type_name} of island {x.island!r}: the island has stopped")
+        result = getattr(self._copy, method)(*args, **kwargs)
+        return self if result is self._copy else result
+
+    def _call(self, method: str, args, kwargs):
+        import ray
+        from ray.exceptions import RayActorError
+
+        x = self._x
+        if self._copy_ready.is_set():
+            return self._call_copy(method, args, kwargs)
+        try:
+            result: CallResult = ray.get(x.actor.call_handle.remote(x.hid, method, args, kwargs))
+        except RayActorError:
+            result = Detached()
+        match result:
+            case Returned(value=value):
+                return value
+            case ReturnedSelf():
+                return self
+            case Raised(error=error):
+                raise error
+            case Detached():
+                self._copy_ready.wait(self.DETACH_WAIT)
+                return self._call_copy(method, args, kwargs)
+        raise TypeError(f"{self!r}.{method}: unexpected call result {result!r}")
+
+
+def _rebuild_handle(exported, copy):
+    h = RemoteKillSwitch(exported) if exported.is_kill_switch else RemoteHandle(exported)
+    if copy is not None:
+        h._detached(copy)
+    return h
+
+
+class RemoteKillSwitch(RemoteHandle, KillSwitch):
+    """A kill switch in an island actor. Using it after its island stopped does nothing (as Pekko)."""
+
+    def shutdown(self) -> None:
+        try:
+            self._call("shutdown", (), {})
+        except StreamDetachedError:
+            pass
+
+    def abort(self, exc: BaseException) -> None:
+        if not isinstance(exc, BaseException):
+            raise TypeError(f"abort: expected an exception, got {exc!r}")
+        try:
+            self._call("abort", (exc,), {})
+        except StreamDetachedError:
+            pass
+
+
+def import_value(value: Any, future_for: Callable[[ExportedFuture], Future]) -> Any:
+    """Driver side: the usable form of an exported value."""
+    if type(value) is ExportedFuture:
+        return future_for(value)
+    if type(value) is ExportedHandle:
+        return RemoteKillSwitch(value) if value.is_kill_switch else RemoteHandle(value)
+    return value

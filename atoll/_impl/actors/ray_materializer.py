@@ -1,0 +1,196 @@
+"""RayMaterializer: every island of a graph becomes one Ray actor (``Materializer.ray()``).
+
+The traversal is walked once on the driver with ``RecordingPhase`` plugins; then one ``IslandActor``
+per island is created (options from the island's ``.island(**options)``), all plans are sent at once,
+and ``run`` returns as soon as every island has started and reported its materialized values. The
+graph's materialized value is computed on the driver with the traversal's stack language from those
+values. An island whose actor cannot be scheduled within ``start_timeout`` seconds (resources nowhere
+available) fails the run with ``IslandScheduleTimeoutError`` instead of hanging.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Dict, Optional
+
+import ray
+
+from ...errors import IslandScheduleTimeoutError, MaterializationError
+from ...materializer import phased
+from ...materializer.debug import stderr_debug
+from ...materializer.mat_values import resolve
+from ...materializer.materializer import Materializer, MaterializerSettings
+from ..islands.island_plan import GraphBuild
+from ..ops.kill_switch import Abort, KillSwitchStage, Shutdown, SwitchCommand
+from .exports import ExportedHandle, RemoteKillSwitch, import_value
+from .island_actor import IslandActor
+from ...materializer.driver_prep import DriverContext
+from .plan import RecordingPhase
+from .running import RayRunningGraph, _Island
+
+log = logging.getLogger("atoll.ray")
+
+
+class RaySettings(MaterializerSettings):
+    """Materializer settings plus what only the Ray materializer uses."""
+
+    __slots__ = ("channel_window", "start_timeout", "default_num_cpus", "frame_size")
+
+    def __init__(
+        self,
+        input_buffer=(16, 65536),
+        frame_size: int = 4096,
+        event_limit: int = 2000,
+        fusion: bool = True,
+        debug: bool = False,
+        channel_window: int = 16,
+        start_timeout: float = 60.0,
+        default_num_cpus: float = 0,
+        chunk_size: Optional[int] = None,
+    ):
+        if chunk_size is None:
+            # a sink behind a channel takes a whole frame per pull (one push per frame, no slicing)
+            chunk_size = frame_size if isinstance(frame_size, int) and frame_size >= 1 else 1024
+        super().__init__(input_buffer=input_buffer, event_limit=event_limit, fusion=fusion, debug=debug,
+                         chunk_size=chunk_size)
+        if not isinstance(channel_window, int) or channel_window < 1:
+            raise ValueError(f"Materializer.ray: channel_window must be an int >= 1, got {channel_window!r}")
+        if start_timeout <= 0:
+            raise ValueError(f"Materializer.ray: start_timeout must be > 0, got {start_timeout!r}")
+        if not isinstance(frame_size, int) or frame_size < 1:
+            raise ValueError(f"Materializer.ray: frame_size must be an int >= 1, got {frame_size!r}")
+        self.frame_size = frame_size
+        self.channel_window = channel_window
+        self.start_timeout = float(start_timeout)
+        self.default_num_cpus = default_num_cpus
+
+
+def ensure_ray(address: Optional[str] = None, **init_kwargs) -> None:
+    """Connect to Ray (``address``) or start a local Ray if none is running in this process."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    kwargs = {"address": address}
+    kwargs.update(init_kwargs)
+    ray.init(**kwargs)
+
+
+class RayMaterializer(Materializer):
+    """See the module docstring. ``address``: a Ray cluster address (``"auto"`` to join the local
+    node's cluster); ``ray_init``: extra ``ray.init`` keyword arguments; other keywords are settings
+    (``input_buffer``, ``channel_window``, ``start_timeout``, ``fusion`` ...)."""
+
+    def __init__(self, address: Optional[str] = None, ray_init: Optional[dict] = None, **settings):
+        super().__init__(RaySettings(**settings))
+        self.address = address
+        ensure_ray(address, **(ray_init or {}))
+
+    def __repr__(self):
+        return f"Materializer.ray(address={self.address!r})"
+
+    def _actor_options(self, phase: RecordingPhase) -> Dict[str, Any]:
+        opts = dict(phase.options)
+        opts.setdefault("num_cpus", self.settings.default_num_cpus)
+        opts.setdefault("max_restarts", 0)
+        opts.setdefault("max_task_retries", 0)
+        return opts
+
+    def materialize(self, graph) -> Any:
+        self._check_open()
+        driver = DriverContext(self, remote=True)
+        try:
+            return self._materialize(graph, driver)
+        except BaseException:
+            driver.abort()
+            raise
+
+    def _materialize(self, graph, driver: DriverContext) -> Any:
+        build = GraphBuild(self)
+        settings = self.settings
+        mat, phases = phased.materialize(
+            graph.builder.traversal,
+            lambda tag, attrs, index: RecordingPhase(build, attrs, index),
+            build.top_attributes,
+            stderr_debug() if settings.debug else None,
+            driver,
+        )
+        phases = [p for p in phases if not p.is_empty]
+        actors: Dict[int, Any] = {}
+        islands = []
+        for p in phases:
+            opts = self._actor_options(p)
+            actor = IslandActor.options(**opts).remote(p.name)
+            actors[p.index] = actor
+            islands.append(_Island(p.index, p.name, actor, p.options))
+        starts = [actors[p.index].start.remote(p.plan, actors, settings) for p in phases]
+        ready, pending = ray.wait(starts, num_returns=len(starts), timeout=settings.start_timeout)
+        if pending:
+            stuck = [p for p, ref in zip(phases, starts) if ref in pending]
+            self._kill(actors)
+            detail = "; ".join(f"{p.name} with options {self._actor_options(p)}" for p in stuck)
+            raise IslandScheduleTimeoutError(
+                f"could not start island(s) within {settings.start_timeout:.0f}s: {detail}. "
+                f"Resources available in the cluster: {ray.available_resources()}"
+            )
+        results = []
+        for p, ref in zip(phases, starts):
+            try:
+                results.append(ray.get(ref))
+            except ray.exceptions.RayTaskError as e:
+                self._kill(actors)
+                cause = e.cause if getattr(e, "cause", None) is not None else e
+                raise cause from None
+            except ray.exceptions.RayActorError as e:
+                self._kill(actors)
+                raise MaterializationError(f"island {p.name} failed to start: {e}") from None
+        running = RayRunningGraph(build.name, islands, self._unregister)
+        for hold in driver.holds:
+            hold.bind(running.hold(hold.phase.index))
+        for fn in driver.hand_over():
+            running.add_cleanup(fn)
+        known = {}
+        for p, exported in zip(phases, results):
+            future_for = running.future_for(p.index)
+            for i, value in enumerate(exported):
+                module = p.plan.stages[i].module
+                shared = getattr(module, "shared", None) if isinstance(module, KillSwitchStage) else None
+                if shared is not None and type(value) is ExportedHandle:
+                    remote = RemoteKillSwitch(value)
+                    running.register_handle(p.index, value.hid, remote)
+                    self._link_shared_switch(shared, remote, running)
+                    known[(p.index, i)] = shared
+                else:
+                    imported = import_value(value, future_for)
+                    if type(value) is ExportedHandle:
+                        running.register_handle(p.index, value.hid, imported)
+                    known[(p.index, i)] = imported
+        self._register(running)
+        ray.get([actors[p.index].run.remote() for p in phases])
+        running.start_monitoring()
+        return resolve(mat, known)
+
+    @staticmethod
+    def _link_shared_switch(shared, remote: RemoteKillSwitch, running: RayRunningGraph) -> None:
+        """Make the driver's shared switch also trigger its copy inside the island actor."""
+
+        def forward(command: SwitchCommand) -> None:
+            match command:
+                case Shutdown():
+                    remote.shutdown()
+                case Abort(cause=cause):
+                    remote.abort(cause)
+
+        signal = shared._signal
+        key = signal.add(forward)
+        if key is None:
+            forward(signal.result)
+        else:
+            running.add_cleanup(lambda: signal.remove(key))
+
+    @staticmethod
+    def _kill(actors: Dict[int, Any]) -> None:
+        for a in actors.values():
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass

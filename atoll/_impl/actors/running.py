@@ -1,0 +1,265 @@
+"""RayRunningGraph: the driver's handle on a graph whose islands are Ray actors.
+
+Each island actor is watched by one outstanding ``poll`` call at a time (completed through the
+ObjectRef's future callback, so no driver thread is needed). Poll events complete the driver-side
+futures of the island's materialized values and report the island's end, after which its actor is
+killed. A poll that fails because the actor died (crash, ``ray.kill``, node loss) becomes an
+``IslandDiedError`` naming the island: it fails that island's futures and cancels every other island
+with it, so the whole graph ends and no actor is left behind.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, List, Optional
+
+import ray
+
+from ...errors import AbruptTerminationError, IslandDiedError
+from ...materializer.running_graph import RunningGraphBase
+from ..ops.base import complete_promise, fail_promise, new_promise
+from .exports import ExportedFuture
+from .messages import FutureCompleted, FutureFailed, IslandEnded
+
+log = logging.getLogger("atoll.ray")
+
+
+class _MonitorThread:
+    """One daemon thread per driver process that handles the islands' poll results."""
+
+    def __init__(self):
+        import queue
+
+        self.q: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="atoll-ray-monitor", daemon=True)
+        self.thread.start()
+
+    def put(self, item) -> None:
+        self.q.put(item)
+
+    def _run(self) -> None:
+        while True:
+            fn, *args = self.q.get()
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - keep monitoring the other graphs
+                log.error("atoll monitor: %r", e, exc_info=e)
+
+
+_monitor_thread: Optional[_MonitorThread] = None
+_monitor_lock = threading.Lock()
+
+
+def _monitor() -> _MonitorThread:
+    global _monitor_thread
+    with _monitor_lock:
+        if _monitor_thread is None:
+            _monitor_thread = _MonitorThread()
+        return _monitor_thread
+
+
+class _Island:
+    __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable",
+                 "holds", "kill_pending")
+
+    def __init__(self, index: int, name: str, actor, options: dict):
+        self.index = index
+        self.name = name
+        self.actor = actor
+        self.options = options
+        self.ended = False
+        self.state = "running"
+        self.futures: Dict[int, Future] = {}
+        self.handles: Dict[int, Any] = {}
+        self.error: Optional[BaseException] = None
+        self.unavailable = 0
+        self.holds = 0  # IslandHolds not yet released: the actor stays until they are
+        self.kill_pending = False
+
+
+class RayRunningGraph(RunningGraphBase):
+    """A Ray graph: each island is an ``_Island`` record of its actor, watched through ``poll``."""
+
+    POLL_SECONDS = 10.0
+
+    def __init__(self, name: str, islands: List[_Island], on_end: Optional[Callable[["RayRunningGraph"], None]] = None):
+        super().__init__(name, islands, on_end)
+
+    # ------------------------------------------------------------------ setup
+    def register_handle(self, island_index: int, hid: int, proxy) -> None:
+        self._islands_by_index()[island_index].handles[hid] = proxy
+
+    def future_for(self, island_index: int) -> Callable[[ExportedFuture], Future]:
+        island = self._islands_by_index()[island_index]
+
+        def make(x: ExportedFuture) -> Future:
+            f = new_promise()
+            island.futures[x.fid] = f
+            return f
+
+        return make
+
+    def _islands_by_index(self) -> Dict[int, _Island]:
+        return {i.index: i for i in self._islands}
+
+    def add_cleanup(self, fn: Callable[[], None]) -> None:
+        self._cleanups.append(fn)
+
+    def start_monitoring(self) -> None:
+        for island in self._islands:
+            self._poll(island)
+
+    # ------------------------------------------------------------------ monitoring
+    def _poll(self, island: _Island) -> None:
+        try:
+            ref = island.actor.poll.remote(self.POLL_SECONDS)
+        except Exception as e:  # noqa: BLE001 - actor handle unusable: same as death
+            self._island_died(island, e)
+            return
+        # Ray runs future callbacks on its own delivery thread, where Ray calls may deadlock:
+        # hand the result to the monitor thread, which does the work.
+        ref.future().add_done_callback(lambda f: _monitor().put((self._on_poll, island, f)))
+
+    #: an actor that answers "temporarily unavailable" this many times in a row is taken as dead
+    UNAVAILABLE_RETRIES = 6
+
+    def _on_poll(self, island: _Island, f) -> None:
+        if island.ended:
+            return
+        try:
+            events = f.result()
+        except ray.exceptions.ActorUnavailableError as e:
+            island.unavailable += 1
+            if island.unavailable >= self.UNAVAILABLE_RETRIES:
+                self._island_died(island, e)
+            else:
+                threading.Timer(0.5, lambda: _monitor().put((self._poll, island))).start()
+            return
+        except Exception as e:  # noqa: BLE001 - RayActorError & friends: the actor is gone
+            self._island_died(island, e)
+            return
+        island.unavailable = 0
+        for ev in events:
+            match ev:
+                case FutureCompleted(fid=fid, value=value):
+                    fut = island.futures.get(fid)
+                    if fut is not None:
+                        complete_promise(fut, value)
+                case FutureFailed(fid=fid, error=error):
+                    fut = island.futures.get(fid)
+                    if fut is not None:
+                        fail_promise(fut, error)
+                case IslandEnded(state=state, error=error, copies=copies):
+                    self._island_ended(island, state, error, copies)
+                    return
+                case _:
+                    log.error("island %s: unknown poll event %r", island.name, ev)
+        self._poll(island)
+
+    def _island_ended(self, island: _Island, state: str, error: Optional[BaseException], copies: dict) -> None:
+        with self._lock:
+            if island.ended:
+                return
+            island.ended = True
+            island.state = state
+            island.error = error
+        for hid, proxy in island.handles.items():
+            proxy._detached(copies.get(hid))
+        for fut in island.futures.values():
+            fail_promise(fut, AbruptTerminationError(f"island {island.name!r} ended before this value completed"))
+        with self._lock:
+            held = island.holds > 0
+            island.kill_pending = held
+        if not held:
+            try:
+                ray.kill(island.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._maybe_finish()
+
+    def hold(self, index: int) -> Callable[[], None]:
+        """Keep island ``index``'s actor after its island ended until the returned release is called (the
+        driver still needs objects that actor owns)."""
+        island = self._islands_by_index()[index]
+        with self._lock:
+            island.holds += 1
+
+        def release() -> None:
+            with self._lock:
+                island.holds -= 1
+                kill = island.holds == 0 and island.kill_pending
+                if kill:
+                    island.kill_pending = False
+            if kill:
+                try:
+                    ray.kill(island.actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+
+        return release
+
+    def _island_died(self, island: _Island, cause: BaseException) -> None:
+        with self._lock:
+            if island.ended:
+                return
+            island.ended = True
+            island.state = "died"
+        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        err = IslandDiedError(island.name, f"{type(cause).__name__}: {first_line}".rstrip(": "))
+        island.error = err
+        for proxy in island.handles.values():
+            proxy._detached(None)
+        log.warning("island %s died: %r", island.name, cause)
+        for fut in island.futures.values():
+            fail_promise(fut, err)
+        for other in self._islands:
+            if not other.ended:
+                try:
+                    other.actor.cancel_island.remote(err)
+                except Exception:  # noqa: BLE001
+                    pass
+        try:
+            ray.kill(island.actor, no_restart=True)
+        except Exception:  # noqa: BLE001
+            pass
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        with self._lock:
+            if any(not i.ended for i in self._islands):
+                return
+        self._finish()
+
+    # ------------------------------------------------------------------ operator console
+    def _cancel_island(self, island: _Island, cause: BaseException) -> None:
+        if not island.ended:
+            try:
+                island.actor.cancel_island.remote(cause)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def islands(self) -> List[dict]:
+        """Actor name/id, node id, pid and state of every island."""
+        out = []
+        live = [i for i in self._islands if not i.ended]
+        infos = {}
+        if live:
+            refs = [i.actor.info.remote() for i in live]
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=5.0)
+            for island, ref in zip(live, refs):
+                if ref in ready:
+                    try:
+                        infos[island.index] = ray.get(ref)
+                    except Exception:  # noqa: BLE001
+                        pass
+        for island in self._islands:
+            d = {"name": island.name, "state": island.state if island.ended else "running", "options": island.options}
+            d.update(infos.get(island.index, {}))
+            if island.ended:
+                d["state"] = island.state
+            out.append(d)
+        return out
+
+    def actor_handles(self) -> List[Any]:
+        return [i.actor for i in self._islands]

@@ -1,0 +1,567 @@
+"""Island boundaries: the two ends of a Reactive Streams channel between islands.
+
+``OutputBoundary`` (publisher side) sits on the producing stage's outlet; ``InputBoundary``
+(subscriber side) feeds the consuming stage's inlet. They speak the protocol
+
+    subscribe -> on_subscribe -> request(n) -> on_next(frame) ... -> on_complete | on_error(cause)
+    cancel(cause) upstream
+
+through *peer refs*: objects with those methods, provided by the transport (in-process async
+callbacks, Ray actor calls, or a test probe). Every incoming signal is an async input of the boundary
+logic, so it runs on the island's thread.
+
+Demand is counted in elements: the input boundary requests its buffer size up front and requests half
+of it again each time half has been consumed (Pekko's batching input boundary). The output boundary
+pulls only while it has demand, collects what its upstream pushes during one interpreter turn into a
+frame and sends it when the host flushes (or when the frame is full). Frames and requests carry
+sequence numbers; a gap or duplicate fails the channel with ``ProtocolError``.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from ...errors import (
+    AbruptStageTerminationError,
+    ProtocolError,
+    SpecViolationError,
+)
+from ...stage.handlers import InHandler, OutHandler
+from ...stage.logic import GraphStageLogic
+from ...stage.ports import Inlet, Outlet
+from ...stage.shapes import SinkShape, SourceShape
+
+#: Reactive Streams rule 3.17: demand saturates at 2^63-1 ("effectively unbounded").
+MAX_DEMAND = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCompleted:
+    """Terminal signal an output boundary owes its subscriber: ``on_complete``."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFailed:
+    """Terminal signal an output boundary owes its subscriber: ``on_error(cause)``."""
+
+    cause: BaseException
+
+
+TerminalSignal = Union[StreamCompleted, StreamFailed]
+_COMPLETED = StreamCompleted()
+
+
+class FrameSignals:
+    """Last item of a frame that carries control signals: ``(position, signal)`` pairs, the position
+    being the number of the frame's elements that precede the signal. Frames without signals carry
+    no such item, so the element path pays one type check per frame; signals never count as demand."""
+
+    __slots__ = ("signals",)
+
+    def __init__(self, signals: list):
+        self.signals = signals
+
+    def __reduce__(self):
+        return (FrameSignals, (self.signals,))
+
+    def __repr__(self):
+        return f"FrameSignals({self.signals!r})"
+
+
+class CallbackPublisherRef:
+    """Publisher ref whose methods are the boundary's async callbacks (in-process transport)."""
+
+    __slots__ = ("subscribe", "request", "cancel", "ack")
+
+    def __init__(self, logic: "OutputBoundary"):
+        self.subscribe = logic.get_async_callback(logic._on_subscribe).invoke
+        req = logic.get_async_callback(logic._on_request).invoke
+        self.request = lambda n, seq, acked=None: req((n, seq, acked))
+        self.cancel = logic.get_async_callback(logic._on_cancel).invoke
+        self.ack = logic.get_async_callback(logic._on_ack).invoke
+
+
+class CallbackSubscriberRef:
+    """Subscriber ref whose methods are the boundary's async callbacks (in-process transport)."""
+
+    __slots__ = ("on_subscribe", "on_next", "on_complete", "on_error")
+
+    def __init__(self, logic: "InputBoundary"):
+        self.on_subscribe = logic.get_async_callback(logic._on_subscribe).invoke
+        nxt = logic.get_async_callback(logic._on_next)
+        self.on_next = lambda seq, frame: nxt.invoke((seq, frame))
+        done = logic.get_async_callback(logic._on_complete)
+        self.on_complete = lambda: done.invoke(None)
+        self.on_error = logic.get_async_callback(logic._on_error).invoke
+
+
+class OutputBoundary(GraphStageLogic, InHandler):
+    """Publisher end of a channel, fed by one outlet of this island."""
+
+    def __init__(
+        self, name: str = "OutputBoundary", max_frame: int = 1 << 16, in_: Optional[Inlet] = None, window: int = 16
+    ):
+        self.in_ = in_ if in_ is not None else Inlet(f"{name}.in")
+        shape = SinkShape(self.in_)
+        shape.assign_ids()
+        super().__init__(shape)
+        self.stage_name = name
+        self.max_frame = max_frame
+        self.window = window
+        self.acked = 0  # frames the subscriber confirmed (windowed transports only)
+        self.windowed = False
+        self.sent = 0  # elements sent (for progress reports)
+        self.subscriber = None
+        self.demand = 0
+        self.frame: list = []
+        self.frame_seq = 0
+        self.request_seq = 0
+        self.terminal: Optional[TerminalSignal] = None  # not signalled yet
+        self.signalled_terminal = False
+        self.set_handler(self.in_, self)
+        self.publisher_ref = CallbackPublisherRef(self)
+
+    # ------------------------------------------------------------------ signals from the subscriber
+    def _on_subscribe(self, subscriber) -> None:
+        if self.subscriber is not None:
+            subscriber.on_subscribe(self.publisher_ref)
+            subscriber.on_error(SpecViolationError(f"{self}: this publisher accepts one subscriber only (rule 2.12)"))
+            return
+        self.subscriber = subscriber
+        self.windowed = getattr(subscriber, "windowed", False)
+        subscriber.on_subscribe(self.publisher_ref)
+        if self.terminal is not None:
+            self._signal_terminal()
+
+    def _on_request(self, n_seq_acked) -> None:
+        n, seq, acked = n_seq_acked
+        if acked is not None:
+            self._on_ack(acked)
+        if seq != self.request_seq:
+            self._protocol_failure(ProtocolError(f"{self}: request #{seq} arrived, expected #{self.request_seq}"))
+            return
+        self.request_seq += 1
+        if n < 1:
+            self._protocol_failure(SpecViolationError(f"{self}: request({n}) is not positive (rule 3.9)"))
+            return
+        self.demand = min(self.demand + n, MAX_DEMAND)
+        in_ = self.in_
+        if not self.has_been_pulled(in_) and not self.is_closed(in_):
+            self._pull_upstream()
+
+    def _pull_upstream(self) -> None:
+        if self.chunked:
+            self._in_conns[0].demand = min(self.demand, self.max_frame)
+        self.pull(self.in_)
+
+    def _on_cancel(self, cause) -> None:
+        self.frame = []
+        self.signalled_terminal = True
+        if not self.is_closed(self.in_):
+            self.cancel(self.in_, cause)
+
+    def _protocol_failure(self, exc: BaseException) -> None:
+        self.frame = []
+        if not self.signalled_terminal and self.subscriber is not None:
+            self.signalled_terminal = True
+            self.subscriber.on_error(exc)
+        self.fail_stage(exc)
+
+    # ------------------------------------------------------------------ upstream side
+    #: chunk form: upstream pushes lists of elements, each pull asking for the channel's demand
+    chunked = False
+    frame_signals: Optional[list] = None  # (position in frame, signal) for the frame being collected
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+
+    def on_signal(self, signal) -> None:
+        """Signals travel in the frame, after the elements pushed before them; they need no demand."""
+        sigs = self.frame_signals
+        if sigs is None:
+            sigs = self.frame_signals = []
+        was_idle = not self.frame and len(sigs) == 0
+        sigs.append((len(self.frame), signal))
+        if was_idle and self.subscriber is not None:
+            self._interpreter.host.mark_dirty(self)
+
+    def on_push(self) -> None:
+        frame = self.frame
+        was_empty = not frame
+        if self.chunked:
+            chunk = self.grab(self.in_)
+            frame.extend(chunk)
+            self.demand -= len(chunk)
+        else:
+            frame.append(self.grab(self.in_))
+            self.demand -= 1
+        if len(frame) >= self.max_frame:
+            self.flush()
+        elif was_empty:
+            self._interpreter.host.mark_dirty(self)
+        if self.demand > 0:
+            self._pull_upstream()
+
+    def flush(self) -> None:
+        """Send the collected frame (called by the host at the end of an interpreter turn). Over a
+        windowed transport, while ``window`` frames are unconfirmed the frame keeps growing instead
+        (up to the demand); the subscriber confirms frames with its requests or with ``ack``."""
+        while (self.frame or self.frame_signals) and not self.signalled_terminal and (
+            not self.windowed or self.frame_seq - self.acked < self.window
+        ):
+            frame = self.frame
+            if len(frame) > self.max_frame:
+                self.frame = frame[self.max_frame :]
+                frame = frame[: self.max_frame]
+            else:
+                self.frame = []
+            seq = self.frame_seq
+            self.frame_seq = seq + 1
+            self.sent += len(frame)
+            if self.frame_signals:
+                frame = self._attach_signals(frame)
+            self.subscriber.on_next(seq, frame)
+
+    def _attach_signals(self, frame: list) -> list:
+        """Move the signals that belong to ``frame`` (those after at most its elements) into its tail."""
+        n = len(frame)
+        sigs = self.frame_signals
+        mine = [(p, sig) for p, sig in sigs if p <= n]
+        rest = [(p - n, sig) for p, sig in sigs if p > n]
+        self.frame_signals = rest or None
+        return frame + [FrameSignals(mine)] if mine else frame
+
+    def _on_ack(self, frames: int) -> None:
+        if frames > self.acked:
+            self.acked = frames
+        if self.frame or self.frame_signals:
+            self.flush()
+        if self.terminal is not None and not self.frame and not self.frame_signals and self.subscriber is not None:
+            self._signal_terminal()
+
+    def on_upstream_finish(self) -> None:
+        self.terminal = _COMPLETED
+        if self.subscriber is not None:
+            self._signal_terminal()
+        else:
+            self.set_keep_going(True)  # stay until the subscriber comes to hear it
+
+    def on_upstream_failure(self, exc: BaseException) -> None:
+        self.terminal = StreamFailed(exc)
+        if self.subscriber is not None:
+            self._signal_terminal()
+        else:
+            self.set_keep_going(True)
+
+    def _signal_terminal(self) -> None:
+        if self.signalled_terminal:
+            return
+        self.flush()
+        terminal = self.terminal
+        if (self.frame or self.frame_signals) and isinstance(terminal, StreamCompleted):
+            self.set_keep_going(True)  # the last frame waits for the window; _on_ack finishes the job
+            return
+        self.signalled_terminal = True
+        self.set_keep_going(False)
+        if isinstance(terminal, StreamCompleted):
+            self.subscriber.on_complete()
+        else:
+            self.subscriber.on_error(terminal.cause)
+
+    def on_island_abort(self, cause: BaseException) -> None:
+        """The island is being torn down with ``cause``: the subscriber fails with it."""
+        self.terminal = StreamFailed(cause)
+        if self.subscriber is not None:
+            self.frame = []
+            self._signal_terminal()
+
+    def post_stop(self) -> None:
+        if not self.signalled_terminal and self.subscriber is not None:
+            self.signalled_terminal = True
+            self.subscriber.on_error(AbruptStageTerminationError(f"{self}: island stopped before the stream ended"))
+
+
+class _FrameBuffer:
+    """The input boundary's received elements, kept as the frames they came in (lists, never mutated:
+    a frame is owned by the receiver, and a whole frame may be handed downstream as one chunk)."""
+
+    __slots__ = ("frames", "head", "size")
+
+    def __init__(self):
+        self.frames: deque = deque()
+        self.head = 0  # elements of frames[0] already taken
+        self.size = 0  # elements buffered
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, frame: list) -> None:
+        """Append a non-empty frame."""
+        self.frames.append(frame)
+        self.size += len(frame)
+
+    def clear(self) -> None:
+        self.frames.clear()
+        self.head = 0
+        self.size = 0
+
+    def take_one(self) -> Any:
+        frames = self.frames
+        first = frames[0]
+        i = self.head
+        x = first[i]
+        i += 1
+        if i == len(first):
+            frames.popleft()
+            i = 0
+        self.head = i
+        self.size -= 1
+        return x
+
+    def take(self, n: int) -> list:
+        """The next ``n`` (1 <= n <= size) elements as a list: a whole frame itself when it fits exactly,
+        a slice of one, or the frames gathered into a new list."""
+        frames = self.frames
+        first = frames[0]
+        i = self.head
+        rest = len(first) - i
+        self.size -= n
+        if n < rest:
+            self.head = i + n
+            return first[i : i + n]
+        frames.popleft()
+        self.head = 0
+        if n == rest:
+            return first if i == 0 else first[i:]
+        chunk = first[i:]
+        n -= rest
+        while n:
+            nxt = frames[0]
+            if n < len(nxt):
+                chunk.extend(nxt[:n])
+                self.head = n
+                break
+            frames.popleft()
+            chunk.extend(nxt)
+            n -= len(nxt)
+        return chunk
+
+
+class InputBoundary(GraphStageLogic, OutHandler):
+    """Subscriber end of a channel, feeding one inlet of this island."""
+
+    def __init__(self, publisher, size: int, name: str = "InputBoundary", out: Optional[Outlet] = None):
+        if size < 1:
+            raise ValueError(f"{name}: input buffer size must be >= 1, got {size}")
+        self.out = out if out is not None else Outlet(f"{name}.out")
+        shape = SourceShape(self.out)
+        shape.assign_ids()
+        super().__init__(shape)
+        self.stage_name = name
+        self.publisher = publisher
+        self.upstream = None
+        self.size = size
+        self.batch = max(1, size // 2)
+        self.buffer = _FrameBuffer()
+        self.outstanding = 0
+        self.consumed = 0
+        self.received = 0  # elements received (for progress reports)
+        self.frames_received = 0
+        self.frames_acked = 0
+        self.acks = False  # does the publisher want frame confirmations (a windowed transport)?
+        self.ack_every = 4  # half the publisher's window when it says how large that is
+        self.ack_pending = False
+        self.frame_seq = 0
+        self.request_seq = 0
+        self.upstream_completed = False
+        self.upstream_done = False  # completed, failed or cancelled: no signal to send upstream any more
+        self.set_handler(self.out, self)
+        self.subscriber_ref = CallbackSubscriberRef(self)
+
+    def pre_start(self) -> None:
+        self.publisher.subscribe(self.subscriber_ref)
+
+    # ------------------------------------------------------------------ signals from the publisher
+    def _on_subscribe(self, upstream) -> None:
+        if self.upstream is not None:
+            upstream.cancel(SpecViolationError(f"{self}: already subscribed (rule 2.5)"))
+            return
+        self.upstream = upstream
+        self.acks = getattr(upstream, "windowed", False)
+        window = getattr(upstream, "window", None)
+        if window:
+            self.ack_every = max(1, window // 2)
+        if not self.upstream_done:
+            self._request(self.size)
+
+    def _request(self, n: int) -> None:
+        self.outstanding += n
+        seq = self.request_seq
+        self.request_seq = seq + 1
+        if self.acks:
+            self.frames_acked = self.frames_received
+            self.upstream.request(n, seq, self.frames_received)
+        else:
+            self.upstream.request(n, seq)
+
+    def _on_next(self, seq_frame) -> None:
+        seq, frame = seq_frame
+        if self.upstream_done:
+            return
+        if seq != self.frame_seq:
+            self._fail_channel(ProtocolError(f"{self}: frame #{seq} arrived, expected #{self.frame_seq}"))
+            return
+        self.frame_seq = seq + 1
+        if frame and type(frame[-1]) is FrameSignals:
+            frame = self._take_signals(frame)
+        n = len(frame)
+        if n > self.outstanding:
+            self._fail_channel(SpecViolationError(f"{self}: input buffer overrun: {n} elements for {self.outstanding} requested"))
+            return
+        self.outstanding -= n
+        self.received += n
+        self.frames_received += 1
+        if self.acks and not self.ack_pending and self.frames_received - self.frames_acked >= self.ack_every:
+            # confirm at the end of the turn, unless a request sent meanwhile carried the confirmation
+            self.ack_pending = True
+            self._interpreter.host.mark_dirty(self)
+        buf = self.buffer
+        if n:
+            buf.add(frame)
+        if self.signals:
+            self._emit_due_signals()  # a signal placed before these elements goes first
+        if buf and self.is_available(self.out):
+            if self.chunked:
+                self._push_chunk()
+            else:
+                self._push_one()
+        if self.signals:
+            self._emit_due_signals()
+
+    def flush(self) -> None:
+        """End of the host's turn: confirm the frames received, if ``ack_every`` or more are unconfirmed
+        (windowed transports; a request confirms them too, so a turn that requested needs no ack)."""
+        self.ack_pending = False
+        if self.upstream_done or self.upstream is None:
+            return
+        received = self.frames_received
+        if received - self.frames_acked >= self.ack_every:
+            self.frames_acked = received
+            self.upstream.ack(received)
+
+    def _on_complete(self, _=None) -> None:
+        if self.upstream_done:
+            return
+        self.upstream_done = True
+        self.upstream_completed = True
+        if not self.buffer:
+            if self.signals:
+                self._emit_due_signals()
+            else:
+                self.complete(self.out)
+
+    def _on_error(self, exc) -> None:
+        if self.upstream_done:
+            return
+        self.upstream_done = True
+        self.buffer.clear()
+        self.fail(self.out, exc)
+
+    def _fail_channel(self, exc: BaseException) -> None:
+        self.buffer.clear()
+        self._cancel_upstream(exc)
+        self.fail_stage(exc)
+
+    # ------------------------------------------------------------------ downstream side
+    #: chunk form: downstream takes lists of elements, as many as buffered and its pull accepts (and
+    #: never past a signal that is due in between). A handed-out chunk counts as consumed at once, so
+    #: while downstream works through it the buffer refills: the island then holds up to two buffers'
+    #: worth of elements (still bounded by ``input_buffer``).
+    chunked = False
+    signals: Optional[deque] = None  # (element position in the channel, signal), oldest first
+    delivered = 0  # elements pushed downstream so far
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+
+    def _take_signals(self, frame: list) -> list:
+        """Split a frame's signal tail off; the signals are queued at their element positions."""
+        tail = frame[-1]
+        frame = frame[:-1]
+        base = self.received  # the elements received before this frame
+        if self.signals is None:
+            self.signals = deque()
+        self.signals.extend((base + p, sig) for p, sig in tail.signals)
+        return frame
+
+    def _emit_due_signals(self) -> None:
+        """Emit every signal whose elements before it have all been pushed downstream."""
+        sigs = self.signals
+        while sigs and sigs[0][0] <= self.delivered:
+            self.emit_signal(self.out, sigs.popleft()[1])
+        if self.upstream_completed and not self.buffer and not sigs and not self.is_closed(self.out):
+            self.complete(self.out)
+
+    def _push_chunk(self) -> None:
+        buf = self.buffer
+        n = min(buf.size, self._out_conns[0].demand)
+        if self.signals:  # stop at the next signal (due ones went out already, so it is ahead)
+            n = max(1, min(n, self.signals[0][0] - self.delivered))
+        chunk = buf.take(n)
+        self.delivered += len(chunk)
+        self.push(self.out, chunk)
+        if not self.upstream_completed:
+            self.consumed += len(chunk)
+            if self.consumed >= self.batch:
+                n = (self.consumed // self.batch) * self.batch
+                self.consumed -= n
+                self._request(n)
+
+    def _push_one(self) -> None:
+        self.delivered += 1
+        self.push(self.out, self.buffer.take_one())
+        if not self.upstream_completed:
+            self.consumed += 1
+            if self.consumed >= self.batch:
+                self.consumed = 0
+                self._request(self.batch)
+
+    def on_pull(self) -> None:
+        if self.buffer:
+            if self.chunked:
+                self._push_chunk()
+            else:
+                self._push_one()
+        if self.signals:
+            self._emit_due_signals()  # and completes once everything is out
+        elif self.upstream_completed and not self.buffer:
+            self.complete(self.out)
+
+    def _cancel_upstream(self, cause: BaseException) -> None:
+        if not self.upstream_done:
+            self.upstream_done = True
+            # before on_subscribe arrived, the publisher ref itself accepts the cancel
+            (self.upstream if self.upstream is not None else self.publisher).cancel(cause)
+
+    def on_downstream_finish(self, cause: BaseException) -> None:
+        self.buffer.clear()
+        self._cancel_upstream(cause)
+        self.complete_stage()
+
+    def on_island_abort(self, cause: BaseException) -> None:
+        """The island is being torn down with ``cause``: upstream is cancelled with it."""
+        self.buffer.clear()
+        self._cancel_upstream(cause)
+
+    def post_stop(self) -> None:
+        self._cancel_upstream(AbruptStageTerminationError(f"{self}: island stopped before the stream ended"))

@@ -1,0 +1,112 @@
+"""assemble_island: the one way an island is built from its ``IslandPlan``, for both materializers.
+
+The local materializer replays each plan in this process as soon as the traversal is walked; a Ray
+island actor replays the plan the driver sent it. Either way the same code creates the stage logics,
+wires them, adds the channel boundaries (input buffers sized from the consuming stage's attributes),
+runs the island passes (``passes.prepare_island``) and builds the interpreter. What differs is only
+the *transport*: how an input boundary reaches the publisher of its channel, and the frame size and
+window of output boundaries.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Protocol, Tuple
+
+from ...stage.attributes import Attributes, InputBuffer, Name
+from .boundaries import InputBoundary, OutputBoundary
+from .interpreter import GraphInterpreter
+from .island_builder import IslandBuilder
+from .island_plan import AddStage, AssignPort, IslandPlan, PublishOutput, TakeInput
+from .passes import prepare_island
+
+
+class IslandTransport(Protocol):
+    """How the boundaries of an island reach the other islands of its graph."""
+
+    #: most elements per frame an output boundary sends
+    max_frame: int
+    #: frames an output boundary keeps unconfirmed over a windowed transport
+    window: int
+
+    def publisher(self, island: int, channel: int) -> Any:
+        """The publisher ref an input boundary subscribes to for ``channel`` of island ``island``."""
+
+    def on_output(self, channel: int, boundary: OutputBoundary) -> None:
+        """``boundary`` publishes ``channel`` (called while the island is assembled)."""
+
+
+@dataclass(slots=True)
+class AssembledIsland:
+    """An island ready to run: its interpreter, its boundaries by channel, and the materialized
+    values of its stages (in ``AddStage`` order)."""
+
+    interpreter: GraphInterpreter
+    outputs: Dict[int, OutputBoundary]
+    inputs: Dict[int, InputBoundary]
+    materialized: List[Any]
+
+
+def stage_name(module, attributes: Attributes) -> str:
+    n = attributes.get(Name)
+    return n.value if n is not None else getattr(module, "name", type(module).__name__)
+
+
+def create_stage(module, attributes: Attributes) -> Tuple[Any, Any]:
+    """Create a stage's logic and materialized value, labelled with its effective attributes."""
+    logic, mat = module.create_logic_and_materialized_value(attributes)
+    logic.attributes = attributes
+    logic.stage_name = stage_name(module, attributes)
+    logic._module = module
+    return logic, mat
+
+
+def input_buffer_size(consumer, default_attributes: Attributes) -> int:
+    """The input buffer of the stage fed by an input boundary (the materializer's default without one)."""
+    attrs = consumer.attributes if consumer is not None else default_attributes
+    ib = attrs.get(InputBuffer) or default_attributes.get(InputBuffer)
+    return ib.max
+
+
+def assemble_island(plan: IslandPlan, transport: IslandTransport, host, materializer, settings) -> AssembledIsland:
+    """Replay ``plan`` into an interpreter that runs on ``host`` (whose stages see ``materializer``)."""
+    builder = IslandBuilder(plan.name)
+    top = settings.top_attributes()
+    logics: List[Any] = []
+    modules: List[Any] = []
+    materialized: List[Any] = []
+    outputs: Dict[int, OutputBoundary] = {}
+    inputs: Dict[int, InputBoundary] = {}
+    for step in plan.steps:
+        match step:
+            case AddStage(module=module, attributes=attributes):
+                logic, mat = create_stage(module, attributes)
+                builder.add_logic(logic)
+                logics.append(logic)
+                modules.append(module)
+                materialized.append(mat)
+            case AssignPort(stage=i, is_inlet=is_inlet, port_id=port_id, slot=slot):
+                shape = modules[i].shape
+                port = shape.inlets[port_id] if is_inlet else shape.outlets[port_id]
+                builder.assign_port(port, slot, logics[i])
+            case PublishOutput(stage=i, port_id=port_id, channel=ch):
+                logic = logics[i]
+                out = modules[i].shape.outlets[port_id]
+                boundary = OutputBoundary(
+                    f"{logic.stage_name}.{out.name}>", max_frame=transport.max_frame, window=transport.window
+                )
+                boundary.attributes = logic.attributes
+                builder.add_output_boundary(out, logic, boundary)
+                outputs[ch] = boundary
+                transport.on_output(ch, boundary)
+            case TakeInput(slot=slot, island=island, channel=ch):
+                consumer = builder.consumer_at(slot)
+                size = input_buffer_size(consumer, top)
+                publisher = transport.publisher(island, ch)
+                boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else plan.name}")
+                builder.add_input_boundary(slot, boundary)
+                inputs[ch] = boundary
+            case _:
+                raise TypeError(f"island {plan.name}: unknown plan step {step!r}")
+    prepare_island(builder, settings)
+    interpreter = builder.build(host, materializer)
+    return AssembledIsland(interpreter, outputs, inputs, materialized)

@@ -1,0 +1,93 @@
+"""LocalIslandPhase: the island plugin of the local materializer (one thread per island).
+
+It records the island as an ``IslandPlan`` like the Ray materializer does, and replays the plan through
+``assemble_island`` as soon as the traversal is walked, in this process: stage logics are created on the
+calling thread and cross-island edges become an ``OutputBoundary``/``InputBoundary`` pair talking
+through async callbacks (``InProcessTransport``). The island's ``ThreadHost`` starts once the whole
+graph is built.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ...stage.attributes import Attributes
+from .boundaries import OutputBoundary
+from .island_assembly import create_stage, input_buffer_size, stage_name, assemble_island
+from .island_plan import GraphBuild, IslandRecorder, island_name
+from .thread_host import IslandHost, ThreadHost
+
+__all__ = ["LocalIslandPhase", "InProcessTransport", "create_stage", "input_buffer_size", "stage_name", "island_name"]
+
+
+class _ChannelPublisher:
+    """An input boundary's publisher of one in-process channel. The output boundary publishing the
+    channel may belong to an island assembled later, so it is looked up when the input boundary
+    first talks to it (``subscribe`` in its ``pre_start``; every island exists by then)."""
+
+    __slots__ = ("channel", "target")
+
+    def __init__(self, channel: int):
+        self.channel = channel
+        self.target = None  # the output boundary's CallbackPublisherRef
+
+    def subscribe(self, subscriber) -> None:
+        self.target.subscribe(subscriber)
+
+    def request(self, n: int, seq: int, acked=None) -> None:
+        self.target.request(n, seq, acked)
+
+    def ack(self, frames: int) -> None:
+        self.target.ack(frames)
+
+    def cancel(self, cause: BaseException) -> None:
+        self.target.cancel(cause)
+
+
+class InProcessTransport:
+    """Channels between the islands of one local graph: the peers are the boundaries' async callbacks."""
+
+    max_frame = 1 << 16
+    window = 16
+
+    def __init__(self):
+        self._channels: Dict[int, _ChannelPublisher] = {}
+
+    def _channel(self, channel: int) -> _ChannelPublisher:
+        ch = self._channels.get(channel)
+        if ch is None:
+            ch = self._channels[channel] = _ChannelPublisher(channel)
+        return ch
+
+    def publisher(self, island: int, channel: int) -> _ChannelPublisher:
+        return self._channel(channel)
+
+    def on_output(self, channel: int, boundary: OutputBoundary) -> None:
+        self._channel(channel).target = boundary.publisher_ref
+
+
+class LocalIslandPhase(IslandRecorder):
+    """One island of a local graph. With ``host`` given (sub-materialization), the island's
+    interpreter joins that host instead of getting a thread of its own."""
+
+    def __init__(self, build: GraphBuild, attributes: Attributes, index: int, transport: InProcessTransport,
+                 host: Optional[IslandHost] = None):
+        super().__init__(build, attributes, index)
+        self.transport = transport
+        if host is None:
+            host = ThreadHost(self.name, event_limit=build.settings.event_limit, clock=build.materializer.clock)
+        self.host = host
+        self.host_interpreter = None
+        self.materialized: List[Any] = []
+
+    def on_island_ready(self) -> None:
+        if not self.is_empty:
+            island = assemble_island(self.plan, self.transport, self.host, self.build.materializer, self.build.settings)
+            self.host_interpreter = island.interpreter
+            self.materialized = island.materialized
+            if self.host.interpreter is None:
+                self.host.interpreter = island.interpreter
+
+
+def materialized_values(phases: List[LocalIslandPhase]) -> Dict[Any, Any]:
+    """The stages' materialized values by their ``PendingValue`` keys, for ``mat_values.resolve``."""
+    return {(p.index, i): v for p in phases for i, v in enumerate(p.materialized)}

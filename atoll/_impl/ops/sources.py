@@ -1,0 +1,510 @@
+"""Source operators: where elements come from (Pekko's ``Source`` factories)."""
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from itertools import repeat
+from operator import is_
+from typing import Any, Callable, Iterable, Optional
+
+from ...errors import PortStateError
+from ...markers import NotUsed
+from ...stage.handlers import OutHandler
+from ...stage.logic import GraphStageLogic
+from ...stage.timers import TimerGraphStageLogic
+from ...stage.supervision import Supervision, decide
+from .base import SourceStage, decider_of, require_callable
+
+_END = object()
+
+
+class _SourceLogic(GraphStageLogic, OutHandler):
+    def __init__(self, stage: SourceStage):
+        super().__init__(stage.shape)
+        self.out = stage.out
+        self.set_handler(stage.out, self)
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def _none_error(self) -> PortStateError:
+        return PortStateError(
+            f"Cannot push None to port ({self.out.name}) of stage {self}: elements must not be None "
+            "(Reactive Streams rule 2.13)"
+        )
+
+
+def _first_none(chunk: list) -> int:
+    """Index of the first ``None`` in ``chunk`` (identity, never ``==``), or -1."""
+    if any(map(is_, chunk, repeat(None))):
+        for i, x in enumerate(chunk):
+            if x is None:
+                return i
+    return -1
+
+
+class SingleSource(SourceStage):
+    """Emits one element, then completes.
+
+    **Emits when** downstream pulls. **Completes when** the element was emitted."""
+
+    def __init__(self, elem: Any):
+        if elem is None:
+            raise ValueError("Source.single: the element must not be None (Reactive Streams rule 2.13)")
+        super().__init__("single")
+        self.elem = elem
+
+    def create_logic(self, attributes):
+        stage = self
+
+        class Logic(_SourceLogic):
+            def on_pull(self):
+                self.push(self.out, stage.elem)
+                self.complete(self.out)
+
+        return Logic(self)
+
+
+class IterableSource(SourceStage):
+    """Emits the elements of an iterable (``from_iterable``), or of the iterator ``factory()``
+    returns (``from_iterator``). Lazy: the iterator is created at the first pull, once per
+    materialization (``iter(iterable)`` again, or ``factory()`` again), and one element is taken
+    from it per pull, never ahead of demand. A Python iterator has no ``hasNext``: the stream
+    completes at the pull that finds the iterator exhausted, not together with the last element
+    (a sized ``Sequence`` such as a list, tuple or range completes with its last element). A
+    one-shot iterator given to ``from_iterable`` is exhausted after its first materialization;
+    pass a factory to ``from_iterator`` to run a blueprint more than once.
+
+    Supervision (as Pekko's ``IteratorSource``): when creating the iterator fails, Stop fails the
+    stream, Resume completes it, Restart tries once more; when ``next()`` fails, Stop fails the
+    stream, Resume asks the same iterator again, Restart starts over with a new iterator. A second
+    failure in a row fails the stream.
+
+    **Emits when** downstream pulls and the iterator has a next element. **Completes when** a pull
+    finds the iterator exhausted. **Fails when** the iterator (or the factory) raises and the
+    supervision strategy says Stop."""
+
+    def __init__(self, iterable: Iterable[Any], name: str = "from_iterable", factory: bool = False):
+        if factory:
+            require_callable("Source.from_iterator", "factory", iterable)
+        elif not hasattr(iterable, "__iter__"):
+            raise TypeError(f"Source.from_iterable: argument 'iterable' must be iterable, got {iterable!r}")
+        super().__init__(name)
+        self.iterable = iterable
+        self.factory = factory
+
+    def create_logic(self, attributes):
+        source = self.iterable
+        if not self.factory and isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+            return _SequenceLogic(self, source)
+        return _IteratorLogic(self, source, self.factory, decider_of(attributes))
+
+
+class _SequenceLogic(_SourceLogic):
+    def __init__(self, stage, seq):
+        super().__init__(stage)
+        self.seq = seq
+        self.i = 0
+
+    def pre_start(self):
+        if len(self.seq) == 0:
+            self.complete(self.out)
+
+    def on_pull(self):
+        i = self.i
+        self.i = i + 1
+        self.push(self.out, self.seq[i])
+        if self.i >= len(self.seq):
+            self.complete(self.out)
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def on_pull_chunk(self):
+        i = self.i
+        seq = self.seq
+        j = min(i + self._out_conns[0].demand, len(seq))
+        chunk = list(seq[i:j]) if type(seq) is not list else seq[i:j]
+        self.i = j
+        if type(seq) is not range:
+            k = _first_none(chunk)
+            if k >= 0:
+                if k:
+                    self.push(self.out, chunk[:k])
+                self.fail_stage(self._none_error())
+                return
+        self.push(self.out, chunk)
+        if j >= len(seq):
+            self.complete(self.out)
+
+    def snapshot_state(self):
+        return self.i
+
+    def restore_state(self, state) -> None:
+        self.i = state
+
+
+class _IteratorLogic(_SourceLogic):
+    def __init__(self, stage, source, factory, decider):
+        super().__init__(stage)
+        self.source = source
+        self.factory = factory
+        self.decider = decider
+        self.it = None
+
+    def _new_iterator(self):
+        return iter(self.source() if self.factory else self.source)
+
+    def on_pull(self):
+        if self.it is None:
+            try:
+                self.it = self._new_iterator()
+            except Exception as e:  # noqa: BLE001 - the supervision strategy decides
+                d = decide(self.decider, e)
+                if d == Supervision.STOP:
+                    self.fail_stage(e)
+                    return
+                if d == Supervision.RESUME:
+                    self.complete_stage()
+                    return
+                self.it = self._new_iterator()  # failing again fails the stage
+        try:
+            elem = next(self.it, _END)
+        except Exception as e:  # noqa: BLE001 - the supervision strategy decides
+            d = decide(self.decider, e)
+            if d == Supervision.STOP:
+                self.fail_stage(e)
+                return
+            if d == Supervision.RESTART:
+                self.it = self._new_iterator()
+            elem = next(self.it, _END)  # failing again fails the stage
+        if elem is _END:
+            self.complete_stage()
+        else:
+            self.push(self.out, elem)
+
+    def chunk_capable(self) -> bool:
+        # the chunk form knows only Stop; Resume/Restart of a failing iterator stay element-wise
+        return self.decider is Supervision.stopping_decider
+
+    def on_pull_chunk(self):
+        if self.it is None:
+            try:
+                self.it = self._new_iterator()
+            except Exception as e:  # noqa: BLE001 - Stop (the only strategy of the chunk form)
+                self.fail_stage(e)
+                return
+        n = self._out_conns[0].demand
+        chunk: list = []
+        failure = None
+        try:
+            chunk.extend(itertools.islice(self.it, n))
+        except Exception as e:  # noqa: BLE001 - after the elements before it
+            failure = e
+        k = _first_none(chunk)
+        if k >= 0:
+            del chunk[k:]
+            failure = self._none_error()
+        if chunk:
+            self.push(self.out, chunk)
+        if failure is not None:
+            self.fail_stage(failure)
+        elif len(chunk) < n:
+            self.complete_stage()  # the iterator is exhausted: no pull would find more
+
+
+class RangeSource(SourceStage):
+    """Emits ``range(start, stop, step)`` (Python semantics, ``stop`` exclusive).
+
+    **Emits when** downstream pulls. **Completes when** the range is exhausted."""
+
+    def __init__(self, start: int, stop: int, step: int = 1):
+        for name, v in (("start", start), ("stop", stop), ("step", step)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"Source.range: argument {name!r} must be an int, got {v!r}")
+        if step == 0:
+            raise ValueError("Source.range: argument 'step' must not be 0")
+        super().__init__("range")
+        self.range = range(start, stop, step)
+
+    def create_logic(self, attributes):
+        return _SequenceLogic(self, self.range)
+
+
+class RepeatSource(SourceStage):
+    """Emits the same element forever.
+
+    **Emits when** downstream pulls. **Completes** never."""
+
+    def __init__(self, elem: Any):
+        if elem is None:
+            raise ValueError("Source.repeat: the element must not be None (Reactive Streams rule 2.13)")
+        super().__init__("repeat")
+        self.elem = elem
+
+    def create_logic(self, attributes):
+        elem = self.elem
+
+        return _RepeatLogic(self, elem)
+
+
+class _RepeatLogic(_SourceLogic):
+    def __init__(self, stage, elem):
+        super().__init__(stage)
+        self.elem = elem
+
+    def on_pull(self):
+        self.push(self.out, self.elem)
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def on_pull_chunk(self):
+        self.push(self.out, [self.elem] * self._out_conns[0].demand)
+
+
+class EmptySource(SourceStage):
+    """Completes at once without emitting.
+
+    **Completes** when the stream starts, without waiting for demand."""
+
+    def __init__(self):
+        super().__init__("empty")
+
+    def create_logic(self, attributes):
+        class Logic(_SourceLogic):
+            def pre_start(self):
+                self.complete(self.out)
+
+            def on_pull(self):  # pragma: no cover - completed before any pull
+                self.complete(self.out)
+
+        return Logic(self)
+
+
+class NeverSource(SourceStage):
+    """Never emits and never completes; only downstream cancellation (or a kill switch, or the
+    materializer shutting down) ends it.
+
+    **Emits** never. **Completes** never."""
+
+    def __init__(self):
+        super().__init__("never")
+
+    def create_logic(self, attributes):
+        class Logic(_SourceLogic):
+            def on_pull(self):
+                pass
+
+        return Logic(self)
+
+
+class FailedSource(SourceStage):
+    """Fails at once with the given exception (the same instance in every materialization).
+
+    **Fails** when the stream starts, without waiting for demand."""
+
+    def __init__(self, exc: BaseException):
+        if not isinstance(exc, BaseException):
+            raise TypeError(f"Source.failed: expected an exception, got {exc!r}")
+        super().__init__("failed")
+        self.exc = exc
+
+    def create_logic(self, attributes):
+        exc = self.exc
+
+        class Logic(_SourceLogic):
+            def pre_start(self):
+                self.fail(self.out, exc)
+
+            def on_pull(self):  # pragma: no cover - failed before any pull
+                pass
+
+        return Logic(self)
+
+
+class UnfoldSource(SourceStage):
+    """Emits ``elem`` for every ``(state, elem) = fn(state)``; completes when ``fn`` returns ``None``.
+    ``fn`` is called once per pull (never ahead of demand), from ``state`` again in every
+    materialization.
+
+    **Emits when** downstream pulls and ``fn`` returned a pair. **Completes when** ``fn`` returns None.
+    **Fails when** ``fn`` raises."""
+
+    def __init__(self, state: Any, fn: Callable[[Any], Optional[tuple]]):
+        require_callable("Source.unfold", "fn", fn)
+        super().__init__("unfold")
+        self.state = state
+        self.fn = fn
+
+    def create_logic(self, attributes):
+        stage = self
+
+        class Logic(_SourceLogic):
+            state = stage.state
+
+            def on_pull(self):
+                r = stage.fn(self.state)
+                if r is None:
+                    self.complete(self.out)
+                    return
+                try:
+                    self.state, elem = r
+                except (TypeError, ValueError):
+                    raise TypeError(f"Source.unfold: fn must return (next_state, element) or None, got {r!r}") from None
+                self.push(self.out, elem)
+
+        return Logic(self)
+
+
+class FutureSource(SourceStage):
+    """Emits the result of a ``concurrent.futures.Future`` once it completes, then completes.
+
+    A future that resolves to ``None`` completes the stream without an element.
+    **Emits when** the future has a result and downstream pulls. **Completes when** the element was
+    emitted (or the result was ``None``). **Fails when** the future fails (with its exception) or is
+    cancelled (with ``StreamDetachedError``)."""
+
+    def __init__(self, future: Future):
+        if not isinstance(future, Future):
+            raise TypeError(f"Source.from_future: expected a concurrent.futures.Future, got {future!r}")
+        super().__init__("from_future")
+        self.future = future
+
+    def create_logic(self, attributes):
+        fut = self.future
+
+        class Logic(_SourceLogic):
+            result = _END
+
+            def pre_start(self):
+                cb = self.get_async_callback(self._done)
+                fut.add_done_callback(cb.invoke)
+
+            def _done(self, f):
+                if f.cancelled():
+                    from ...errors import StreamDetachedError
+
+                    self.fail_stage(StreamDetachedError("Source.from_future: the future was cancelled"))
+                    return
+                exc = f.exception()
+                if exc is not None:
+                    self.fail_stage(exc)
+                    return
+                value = f.result()
+                if value is None:
+                    self.complete_stage()
+                elif self.is_available(self.out):
+                    self.push(self.out, value)
+                    self.complete_stage()
+                else:
+                    self.result = value
+
+            def on_pull(self):
+                if self.result is not _END:
+                    self.push(self.out, self.result)
+                    self.complete_stage()
+
+        return Logic(self)
+
+
+class Cancellable:
+    """Materialized value of ``Source.tick``: ``cancel()`` stops the ticks and completes the stream.
+
+    ``cancel()`` returns True for the call that cancelled, False for every later one (thread-safe);
+    ``is_cancelled()`` tells whether it was called. Both are methods (as Pekko's ``cancel`` and
+    ``isCancelled``), so they also work on the driver's handle of a tick source in a Ray island."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._callback = None
+        self._cancelled = False
+
+    def cancel(self) -> bool:
+        with self._lock:
+            if self._cancelled:
+                return False
+            self._cancelled = True
+            callback = self._callback
+        if callback is not None:
+            callback.invoke(None)
+        return True
+
+    def _attach(self, callback) -> bool:
+        """Link the running stage; returns True if ``cancel()`` was called already."""
+        with self._lock:
+            self._callback = callback
+            return self._cancelled
+
+    def is_cancelled(self) -> bool:
+        return self._cancelled
+
+    def __atoll_detach__(self) -> "Cancellable":
+        """The driver's copy once the island ended: it keeps the state; cancelling it is harmless."""
+        return _restore_cancellable(self._cancelled)
+
+    def __reduce__(self):
+        # only the state travels (a copy is not linked to the stage)
+        return (_restore_cancellable, (self._cancelled,))
+
+    def __repr__(self):
+        return f"Cancellable(cancelled={self._cancelled})"
+
+
+def _restore_cancellable(cancelled: bool) -> Cancellable:
+    c = Cancellable()
+    c._cancelled = cancelled
+    return c
+
+
+def _require_seconds(op: str, arg: str, value: Any, minimum: float, inclusive: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{op}: argument {arg!r} must be a number of seconds, got {value!r}")
+    if value < minimum or (not inclusive and value == minimum):
+        raise ValueError(f"{op}: argument {arg!r} must be {'>=' if inclusive else '>'} {minimum}, got {value}")
+
+
+class TickSource(SourceStage):
+    """Emits ``tick`` after ``initial_delay`` seconds and then every ``interval`` seconds (with a
+    fixed delay between firings, as Pekko), if downstream is ready at that moment; a tick that finds
+    downstream not ready is dropped, not kept for later. Materializes a ``Cancellable``.
+
+    **Emits when** a tick is due and downstream has pulled. **Backpressures** never (ticks are
+    dropped instead). **Completes when** the ``Cancellable`` is cancelled (also before the stream
+    started: then it completes at once). **Cancels when** downstream cancels."""
+
+    def __init__(self, initial_delay: float, interval: float, tick: Any):
+        _require_seconds("Source.tick", "initial_delay", initial_delay, 0, inclusive=True)
+        _require_seconds("Source.tick", "interval", interval, 0, inclusive=False)
+        if tick is None:
+            raise ValueError("Source.tick: argument 'tick' must not be None (Reactive Streams rule 2.13)")
+        super().__init__("tick")
+        self.initial_delay = initial_delay
+        self.interval = interval
+        self.tick = tick
+
+    def create_logic_and_materialized_value(self, attributes):
+        stage = self
+        cancellable = Cancellable()
+
+        class Logic(TimerGraphStageLogic, OutHandler):
+            def __init__(self):
+                super().__init__(stage.shape)
+                self.set_handler(stage.out, self)
+
+            def pre_start(self):
+                if cancellable._attach(self.get_async_callback(lambda _: self.complete_stage())):
+                    self.complete_stage()
+                else:
+                    self.schedule_with_fixed_delay("tick", stage.initial_delay, stage.interval)
+
+            def on_timer(self, key):
+                if self.is_available(stage.out) and not cancellable._cancelled:
+                    self.push(stage.out, stage.tick)
+
+            def on_pull(self):
+                pass
+
+        return Logic(), cancellable
