@@ -255,7 +255,8 @@ class GraphInterpreter:
             conn.signals = None
             conn.signals_before = 0
             conn.state &= ~SIGNAL
-        elif not conn.state & (PUSHING | HELD):
+        elif not conn.state & PUSHING:
+            # no element in flight: what is left (stopped by a hold or not) precedes the next element
             conn.signals_before = len(sigs)
 
     def emit_signal(self, conn: Connection, signal) -> None:
