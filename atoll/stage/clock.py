@@ -18,18 +18,19 @@ and virtual time must not change how a turn is sliced.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Tuple
 
 
-class Clock:
+class Clock(ABC):
     """Where a host reads time. Subclasses override ``now``; see ``DrivenClock`` for virtual time."""
 
     #: True when the clock, not the host, decides when the host's timers fire (virtual time)
     drives_timers: bool = False
 
+    @abstractmethod
     def now(self) -> float:
         """The current time in seconds (monotonic; only differences are meaningful)."""
-        raise NotImplementedError
 
 
 class RealClock(Clock):
@@ -66,17 +67,22 @@ class DrivenClock(Clock):
 
     drives_timers = True
 
+    @abstractmethod
     def host_started(self, host: Any) -> None:
-        raise NotImplementedError
+        """See the class docstring (``host_started``)."""
 
+    @abstractmethod
     def host_post(self, host: Any, fn: Callable, args: Tuple) -> None:
-        raise NotImplementedError
+        """See the class docstring (``host_post``)."""
 
+    @abstractmethod
     def host_idle(self, host: Any) -> bool:
-        raise NotImplementedError
+        """See the class docstring (``host_idle``)."""
 
+    @abstractmethod
     def host_schedule(self, host: Any, handle: Any) -> None:
-        raise NotImplementedError
+        """See the class docstring (``host_schedule``)."""
 
+    @abstractmethod
     def host_ended(self, host: Any) -> None:
-        raise NotImplementedError
+        """See the class docstring (``host_ended``)."""

@@ -1355,12 +1355,9 @@ class _DetachableFanInLogic(GraphStageLogic, OutHandler):
             for in_ in self.ins:
                 self.try_pull(in_)
 
-    # -- implemented by subclasses
-    def on_input_push(self, i: int) -> None:
-        raise NotImplementedError
-
-    def on_input_finish(self, i: int) -> None:
-        raise NotImplementedError
+    # -- implemented by subclasses (Concat, Interleave): what input i's element or completion means to the junction
+    on_input_push: Callable[[int], None]
+    on_input_finish: Callable[[int], None]
 
     # -- the view of input i
     def in_pull(self, i: int) -> None:
