@@ -5,150 +5,29 @@ demand; supervision (Resume/Restart) and the place of control signals are checke
 from __future__ import annotations
 
 import pickle
-import random
 
 import pytest
 
 from atoll import Attributes, Flow, Keep, Materializer, OverflowStrategy, Sink, Source
 from atoll.stage.signals import Signal, Watermark
-from atoll.stage.supervision import Supervision
 from atoll.testkit import TestSink
 from atoll.testkit.signals import Recording, Scripted
+from chunk_kit import (
+    CHUNK_SETTINGS,
+    Boom,
+    check,
+    check_chunked,
+    check_signals,
+    drive,
+    restarting,
+    resuming,
+    signals_of,
+)
 
 W = Watermark
-CHUNK_SETTINGS = [dict(chunk_size=1), dict(chunk_size=3), dict(chunk_size=1024)]
-
-
-class Boom(Exception):
-    def __eq__(self, other):
-        return type(other) is type(self) and other.args == self.args
-
-    def __hash__(self):
-        return hash(self.args)
-
-
-def _mat(**settings):
-    return Materializer.local(**settings)
-
-
-def _outcome(graph, **settings):
-    """("ok", value) or ("err", exception) of running ``graph`` (materializing a future)."""
-    m = _mat(**settings)
-    try:
-        fut = graph.run(m)
-        try:
-            return ("ok", fut.result(10))
-        except Exception as e:  # noqa: BLE001
-            return ("err", e)
-    finally:
-        m.shutdown()
-
-
-def _same(a, b):
-    if a[0] == "err" and b[0] == "err":
-        return type(a[1]) is type(b[1]) and a[1].args == b[1].args
-    return a == b
-
-
-def check_chunked(op, data, decider=None, pre=None, post=None):
-    """``op`` between a chunked source and a seq sink: same outcome as the element-only run."""
-
-    def graph():
-        src = Source.from_iterable(list(data))
-        if pre is not None:
-            src = src.via(pre())
-        flow = op(Flow())
-        if decider is not None:
-            flow = flow.with_attributes(Attributes.supervision_strategy(decider))
-        g = src.via(flow)
-        if post is not None:
-            g = g.via(post())
-        return g.to_mat(Sink.seq(), Keep.right)
-
-    want = _outcome(graph(), fusion=False)
-    for s in CHUNK_SETTINGS:
-        got = _outcome(graph(), **s)
-        assert _same(got, want), (s, got, want)
-    return want
-
-
-def _drive(graph_fn, seed, **settings):
-    """Run ``graph_fn()`` (ending in a probe) with random demand; the events in order."""
-    rng = random.Random(seed)
-    m = _mat(**settings)
-    try:
-        probe = graph_fn().run(m)
-        events = []
-        outstanding = 0
-        while True:
-            if outstanding == 0:
-                k = rng.randint(1, 4)
-                probe.request(k)
-                outstanding += k
-            ev = probe.expect_event()
-            if ev[0] == "next":
-                events.append(ev)
-                outstanding -= 1
-            elif ev[0] == "complete":
-                events.append(ev)
-                return events
-            else:
-                events.append(("error", type(ev[1]), ev[1].args))
-                return events
-    finally:
-        m.shutdown()
-
-
-def check_probes(op, data, decider=None, seeds=range(4)):
-    """``op`` between chunk-capable neighbours, driven by a probe with random demand."""
-
-    def graph():
-        flow = op(Flow())
-        if decider is not None:
-            flow = flow.with_attributes(Attributes.supervision_strategy(decider))
-        return (Source.from_iterable(list(data)).map(lambda x: x).via(flow).map(lambda x: x)
-                .to_mat(TestSink.probe(), Keep.right))
-
-    for seed in seeds:
-        want = _drive(graph, seed, fusion=False)
-        for s in CHUNK_SETTINGS:
-            assert _drive(graph, seed, **s) == want, s
-
-
-def check(op, data, decider=None):
-    check_probes(op, data, decider)
-    return check_chunked(op, data, decider)
 
 
 SIGNAL_ITEMS = [W(0), 1, 2, W(5), 3, 4, 5, W(7), 6, 7, 8, 9, 10, W(11), W(12), 11, W(13)]
-
-
-def check_signals(op, items=SIGNAL_ITEMS):
-    """Elements and signals through ``op``: the chunk runs log what the element run logs, and no
-    signal comes before an output made of elements that arrived before it."""
-
-    def graph(sink_chunk):
-        return Source.from_graph(Scripted(items)).via(op(Flow())).to_mat(Recording(sink_chunk), Keep.right)
-
-    want = _outcome(graph(1), fusion=False)
-    assert want[0] == "ok", want
-    for s in CHUNK_SETTINGS:
-        for sink_chunk in (1, 2, 100):
-            got = _outcome(graph(sink_chunk), **s)
-            assert got == want, (s, sink_chunk, got, want)
-    return want[1]
-
-
-def signals_of(log):
-    return [x for x in log if isinstance(x, Signal)]
-
-
-def resuming(exc):
-    return Supervision.RESUME
-
-
-def restarting(exc):
-    return Supervision.RESTART
 
 
 DATA = list(range(1, 41))
@@ -162,7 +41,7 @@ def test_take(n):
 
 def test_take_pulls_at_most_min_of_demand_and_remaining():
     pulled = []
-    m = _mat(chunk_size=1024)
+    m = Materializer.local(chunk_size=1024)
     try:
         fut = (Source.from_iterable(DATA).map(lambda x: pulled.append(x) or x).take(3)
                .to_mat(Sink.seq(), Keep.right).run(m))
@@ -247,7 +126,7 @@ def test_slicing_state_hooks():
 @pytest.mark.parametrize("op", [lambda f: f.take(9), lambda f: f.drop(3), lambda f: f.take_while(lambda x: x < 8),
                                 lambda f: f.drop_while(lambda x: x < 4)])
 def test_slicing_signals_keep_their_place(op):
-    check_signals(op)
+    check_signals(op, SIGNAL_ITEMS)
 
 
 # ---------------------------------------------------------------------------------------------- scan / fold
@@ -355,7 +234,7 @@ def test_grouped_and_sliding_failure_after_elements():
                                 lambda f: f.sliding(3), lambda f: f.sliding(3, 2), lambda f: f.sliding(2, 4),
                                 lambda f: f.sliding(4, 3)])
 def test_windows_hold_signals_behind_their_elements(op):
-    log = check_signals(op)
+    log = check_signals(op, SIGNAL_ITEMS)
     assert signals_of(log) == signals_of(SIGNAL_ITEMS)
     # no signal comes before a window holding an element that arrived before it
     seen = 0
@@ -417,7 +296,7 @@ def test_zip_with_index_after_a_resumed_filter_and_state_hooks():
 
 
 def test_zip_with_index_signals():
-    check_signals(lambda f: f.zip_with_index())
+    check_signals(lambda f: f.zip_with_index(), SIGNAL_ITEMS)
 
 
 # ---------------------------------------------------------------------------------------------- buffer
@@ -442,7 +321,7 @@ def test_buffer_failure_after_its_elements():
 
 @pytest.mark.parametrize("size", [1, 2, 5, 100])
 def test_buffer_holds_signals_behind_its_elements(size):
-    log = check_signals(lambda f: f.buffer(size, OverflowStrategy.backpressure))
+    log = check_signals(lambda f: f.buffer(size, OverflowStrategy.backpressure), SIGNAL_ITEMS)
     assert log == SIGNAL_ITEMS
 
 
@@ -504,7 +383,7 @@ ALL_SETTINGS = [dict(fusion=False)] + CHUNK_SETTINGS
 
 
 def _run_graph(g, **settings):
-    m = _mat(**settings)
+    m = Materializer.local(**settings)
     try:
         res = g.run(m)
         if isinstance(res, tuple):
@@ -562,7 +441,7 @@ def test_merge_under_random_demand(seed):
         return RunnableGraph.from_graph(GraphDSL.create(build, TestSink.probe()))
 
     for s in ALL_SETTINGS:
-        events = _drive(graph, seed, **s)
+        events = drive(graph, seed, **s)
         assert events[-1] == ("complete",)
         got = [e[1] for e in events[:-1]]
         for xs in MERGE_INPUTS:
@@ -681,7 +560,7 @@ def test_partition_under_random_demand(seed):
         return RunnableGraph.from_graph(GraphDSL.create(build, TestSink.probe()))
 
     for s in ALL_SETTINGS:
-        events = _drive(graph, seed, **s)
+        events = drive(graph, seed, **s)
         assert events == [("next", x) for x in DATA if x % 2 == 0] + [("complete",)], s
 
 
@@ -765,7 +644,7 @@ def test_concat_under_random_demand(seed, detached):
 
     want = [("next", x) for x in sum(CONCAT_INPUTS[:3], [])] + [("complete",)]
     for s in ALL_SETTINGS:
-        assert _drive(graph, seed, **s) == want, s
+        assert drive(graph, seed, **s) == want, s
 
 
 @pytest.mark.parametrize("settings", ALL_SETTINGS)
