@@ -66,7 +66,23 @@ def _bad_values(rng: random.Random, p: float = 0.3) -> frozenset:
 
 
 # ---------------------------------------------------------------------------------------------- random linear chains
-class Chain:
+class StageChain:
+    """Flows applied in order (``flows``), each stage logging its user-function calls to ``logs[i]``."""
+
+    def clear(self):
+        for log in self.logs:
+            log.clear()
+
+    def snapshot(self):
+        return [list(log) for log in self.logs]
+
+    def apply(self, src):
+        for flow in self.flows:
+            src = src.via(flow)
+        return src
+
+
+class Chain(StageChain):
     """A random chain of map/filter/filter_not/map_concat/identity stages; stage ``i`` logs its
     user-function calls to ``logs[i]``. Failure values, ``None`` results and supervision are random."""
 
@@ -118,18 +134,6 @@ class Chain:
                     return [(x + j) % 61 for j in range(x % k)]
             flow = getattr(Flow(), kind)(fn)
             self.flows.append(_supervised(flow, _random_decider(rng) if supervision else None))
-
-    def clear(self):
-        for log in self.logs:
-            log.clear()
-
-    def snapshot(self):
-        return [list(log) for log in self.logs]
-
-    def apply(self, src):
-        for flow in self.flows:
-            src = src.via(flow)
-        return src
 
 
 def _random_source(rng: random.Random, source_log: list):

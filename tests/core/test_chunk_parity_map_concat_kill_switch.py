@@ -16,6 +16,7 @@ from atoll import Attributes, Flow, Keep, KillSwitches, Materializer, Sink, Sour
 from atoll.stage.signals import Barrier, Signal, Watermark
 from atoll.testkit import TestSink
 from atoll.testkit.signals import Recording, Scripted
+from test_chunk_parity import StageChain
 
 
 class Boom(Exception):
@@ -65,7 +66,7 @@ def _map_concat_fn(rng, i, log, failures=True, productive=False):
     return fn
 
 
-class Chain:
+class Chain(StageChain):
     """A random chain of map/filter/map_concat stages (at least one map_concat when ``map_concat``);
     stage ``i`` logs its user-function calls to ``logs[i]``. ``productive``: no filters, and every
     stage turns all but at most two of the values 0..40 into at least one output (the maps are
@@ -101,18 +102,6 @@ class Chain:
                 fn = _map_concat_fn(rng, i, log, failures, productive)
             decider = rng.choice(_DECIDERS) if supervision and rng.random() < 0.5 else None
             self.flows.append(_supervised(getattr(Flow(), kind)(fn), decider))
-
-    def clear(self):
-        for log in self.logs:
-            log.clear()
-
-    def snapshot(self):
-        return [list(log) for log in self.logs]
-
-    def apply(self, src):
-        for flow in self.flows:
-            src = src.via(flow)
-        return src
 
 
 def _source(rng, read, endless=False):
