@@ -75,7 +75,7 @@ class Connection:
 
     __slots__ = (
         "id", "in_owner", "out_owner", "in_handler", "out_handler", "state", "slot", "inlet", "outlet",
-        "demand", "chunked", "signals", "signals_before", "on_push", "on_pull",
+        "demand", "chunked", "signals", "signals_before", "on_push", "on_pull", "ts",
     )
 
     def __init__(self, id: int):
@@ -97,6 +97,9 @@ class Connection:
         self.on_pull = None
         self.state = IN_READY
         self.slot = EMPTY
+        #: event-time graphs only: the timestamp of the element in ``slot`` (a list of them, one per
+        #: element, on a chunk connection), or None; never read in graphs without event time
+        self.ts = None
         self.inlet = None
         self.outlet = None
 

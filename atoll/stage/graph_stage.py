@@ -35,6 +35,9 @@ class GraphStage:
     shape: Shape
     #: Attributes the stage carries by default (typically its name).
     initial_attributes: Attributes = Attributes.none
+    #: The stage assigns or reads event timestamps (``with_timestamps``, windows, ``push(..., ts=)``):
+    #: a graph holding one carries a timestamp beside every element, in every island.
+    event_time: bool = False
 
     def create_logic(self, attributes: Attributes) -> GraphStageLogic:
         raise TypeError(f"{type(self).__name__} must implement create_logic or create_logic_and_materialized_value")

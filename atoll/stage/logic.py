@@ -78,6 +78,7 @@ class GraphStageLogic:
         "attributes",
         "stage_name",
         "_alignment",
+        "_ts",
         "__weakref__",
         "__dict__",
     )
@@ -103,6 +104,7 @@ class GraphStageLogic:
         self.attributes = Attributes.none
         self.stage_name = type(self).__name__
         self._alignment = None
+        self._ts = None
 
     def __repr__(self) -> str:
         return self.stage_name
@@ -238,8 +240,10 @@ class GraphStageLogic:
         return bool(self._out_conns[port.id].state & OUT_CLOSED)
 
     # ------------------------------------------------------------------ output ports
-    def push(self, out: Outlet, elem: Any) -> None:
-        """Send ``elem`` downstream; allowed once per ``on_pull``."""
+    def push(self, out: Outlet, elem: Any, ts: Any = None) -> None:
+        """Send ``elem`` downstream; allowed once per ``on_pull``. In a graph with event time the element
+        carries ``ts`` if given, else ``current_timestamp`` (the timestamp of the element this stage
+        grabbed last); elsewhere ``ts`` is ignored."""
         conn = self._out_conns[out.id]
         try:
             st = conn.state
@@ -291,6 +295,35 @@ class GraphStageLogic:
             f"{self}: not yet initialized: only set_handler is allowed in the GraphStageLogic constructor "
             "(use pre_start for anything that touches ports)"
         )
+
+    # ------------------------------------------------------------------ event time
+    @property
+    def current_timestamp(self) -> Any:
+        """The timestamp of the element grabbed last (None outside event-time graphs or before any)."""
+        return self._ts
+
+    def enable_event_time(self) -> None:
+        """Carry timestamps beside elements (called by island assembly when the graph has event time).
+
+        ``grab`` then reads the element's timestamp into ``current_timestamp`` and ``push`` stamps the
+        element with it (or with its ``ts`` argument). The stamped forms are bound on the instance, so
+        graphs without event time keep the plain methods and pay nothing."""
+        self.grab = self._grab_stamped
+        self.push = self._push_stamped
+
+    def _grab_stamped(self, in_: Inlet) -> Any:
+        elem = GraphStageLogic.grab(self, in_)
+        self._ts = self._in_conns[in_.id].ts
+        return elem
+
+    def _push_stamped(self, out: Outlet, elem: Any, ts: Any = None) -> None:
+        GraphStageLogic.push(self, out, elem)
+        self._out_conns[out.id].ts = self._ts if ts is None else ts
+
+    def chunk_timestamps(self) -> bool:
+        """Whether this logic's chunk form carries timestamps (``conn.ts`` as a list beside each chunk).
+        In a graph with event time, only such logics run chunked; the others run element-wise."""
+        return False
 
     # ------------------------------------------------------------------ the chunk form
     def chunk_capable(self) -> bool:
@@ -716,9 +749,10 @@ class _EmittingSingle(_Emitting):
     def __init__(self, logic, out, elem, previous, and_then):
         super().__init__(logic, out, previous, and_then)
         self.elem = elem
+        self.ts = logic._ts  # event time: the element keeps the timestamp it had when emitted
 
     def on_pull(self) -> None:
-        self.logic.push(self.out, self.elem)
+        self.logic.push(self.out, self.elem, self.ts)
         self.follow_up()
 
 
@@ -727,9 +761,10 @@ class _EmittingIterator(_Emitting):
         super().__init__(logic, out, previous, and_then)
         self.nxt = first
         self.rest = rest
+        self.ts = logic._ts  # event time: every element of the batch keeps the timestamp it had when emitted
 
     def on_pull(self) -> None:
-        self.logic.push(self.out, self.nxt)
+        self.logic.push(self.out, self.nxt, self.ts)
         self.nxt = next(self.rest, _NOTHING)
         if self.nxt is _NOTHING:
             self.follow_up()

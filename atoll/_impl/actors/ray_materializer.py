@@ -122,7 +122,7 @@ class RayMaterializer(Materializer):
             actor = IslandActor.options(**opts).remote(p.name)
             actors[p.index] = actor
             islands.append(_Island(p.index, p.name, actor, p.options))
-        starts = [actors[p.index].start.remote(p.plan, actors, settings) for p in phases]
+        starts = [actors[p.index].start.remote(p.finish_plan(), actors, settings) for p in phases]
         ready, pending = ray.wait(starts, num_returns=len(starts), timeout=settings.start_timeout)
         if pending:
             stuck = [p for p, ref in zip(phases, starts) if ref in pending]

@@ -69,6 +69,23 @@ class FrameSignals:
         return f"FrameSignals({self.signals!r})"
 
 
+class FrameTimestamps:
+    """Frame item in event-time graphs: the timestamps of the frame's elements, one per element, in
+    order. It follows the elements (before a ``FrameSignals`` item); frames of graphs without event
+    time never carry one."""
+
+    __slots__ = ("timestamps",)
+
+    def __init__(self, timestamps: list):
+        self.timestamps = timestamps
+
+    def __reduce__(self):
+        return (FrameTimestamps, (self.timestamps,))
+
+    def __repr__(self):
+        return f"FrameTimestamps({self.timestamps!r})"
+
+
 class CallbackPublisherRef:
     """Publisher ref whose methods are the boundary's async callbacks (in-process transport)."""
 
@@ -115,6 +132,7 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.subscriber = None
         self.demand = 0
         self.frame: list = []
+        self.frame_ts: Optional[list] = None  # event time: the frame's timestamps, parallel to ``frame``
         self.frame_seq = 0
         self.request_seq = 0
         self.terminal: Optional[TerminalSignal] = None  # not signalled yet
@@ -176,8 +194,15 @@ class OutputBoundary(GraphStageLogic, InHandler):
     def chunk_capable(self) -> bool:
         return True
 
+    def chunk_timestamps(self) -> bool:
+        return True
+
     def enable_chunks(self, chunk_size: int) -> None:
         self.chunked = True
+
+    def enable_event_time(self) -> None:
+        super().enable_event_time()
+        self.frame_ts = []
 
     def on_signal(self, signal) -> None:
         """Signals travel in the frame, after the elements pushed before them; they need no demand."""
@@ -196,9 +221,13 @@ class OutputBoundary(GraphStageLogic, InHandler):
             chunk = self.grab(self.in_)
             frame.extend(chunk)
             self.demand -= len(chunk)
+            if self.frame_ts is not None:
+                self.frame_ts.extend(self._ts)
         else:
             frame.append(self.grab(self.in_))
             self.demand -= 1
+            if self.frame_ts is not None:
+                self.frame_ts.append(self._ts)
         if len(frame) >= self.max_frame:
             self.flush()
         elif was_empty:
@@ -214,14 +243,22 @@ class OutputBoundary(GraphStageLogic, InHandler):
             not self.windowed or self.frame_seq - self.acked < self.window
         ):
             frame = self.frame
+            ts = self.frame_ts
             if len(frame) > self.max_frame:
                 self.frame = frame[self.max_frame :]
                 frame = frame[: self.max_frame]
+                if ts is not None:
+                    self.frame_ts = ts[self.max_frame :]
+                    ts = ts[: self.max_frame]
             else:
                 self.frame = []
+                if ts is not None:
+                    self.frame_ts = []
             seq = self.frame_seq
             self.frame_seq = seq + 1
             self.sent += len(frame)
+            if ts:
+                frame = frame + [FrameTimestamps(ts)]
             if self.frame_signals:
                 frame = self._attach_signals(frame)
             self.subscriber.on_next(seq, frame)
@@ -229,6 +266,8 @@ class OutputBoundary(GraphStageLogic, InHandler):
     def _attach_signals(self, frame: list) -> list:
         """Move the signals that belong to ``frame`` (those after at most its elements) into its tail."""
         n = len(frame)
+        if n and type(frame[-1]) is FrameTimestamps:
+            n -= 1
         sigs = self.frame_signals
         mine = [(p, sig) for p, sig in sigs if p <= n]
         rest = [(p - n, sig) for p, sig in sigs if p > n]
@@ -370,6 +409,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.size = size
         self.batch = max(1, size // 2)
         self.buffer = _FrameBuffer()
+        self.ts_buffer: Optional[_FrameBuffer] = None  # event time: the timestamps, framed as ``buffer``
         self.outstanding = 0
         self.consumed = 0
         self.received = 0  # elements received (for progress reports)
@@ -421,6 +461,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.frame_seq = seq + 1
         if frame and type(frame[-1]) is FrameSignals:
             frame = self._take_signals(frame)
+        ts = None
+        if frame and type(frame[-1]) is FrameTimestamps:
+            ts = frame[-1].timestamps
+            frame = frame[:-1]
         n = len(frame)
         if n > self.outstanding:
             self._fail_channel(SpecViolationError(f"{self}: input buffer overrun: {n} elements for {self.outstanding} requested"))
@@ -435,6 +479,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
         buf = self.buffer
         if n:
             buf.add(frame)
+            if self.ts_buffer is not None:
+                self.ts_buffer.add(ts if ts is not None else [None] * n)
         if self.signals:
             self._emit_due_signals()  # a signal placed before these elements goes first
         if buf and self.is_available(self.out):
@@ -471,11 +517,16 @@ class InputBoundary(GraphStageLogic, OutHandler):
         if self.upstream_done:
             return
         self.upstream_done = True
-        self.buffer.clear()
+        self._clear_buffer()
         self.fail(self.out, exc)
 
-    def _fail_channel(self, exc: BaseException) -> None:
+    def _clear_buffer(self) -> None:
         self.buffer.clear()
+        if self.ts_buffer is not None:
+            self.ts_buffer.clear()
+
+    def _fail_channel(self, exc: BaseException) -> None:
+        self._clear_buffer()
         self._cancel_upstream(exc)
         self.fail_stage(exc)
 
@@ -491,8 +542,15 @@ class InputBoundary(GraphStageLogic, OutHandler):
     def chunk_capable(self) -> bool:
         return True
 
+    def chunk_timestamps(self) -> bool:
+        return True
+
     def enable_chunks(self, chunk_size: int) -> None:
         self.chunked = True
+
+    def enable_event_time(self) -> None:
+        super().enable_event_time()
+        self.ts_buffer = _FrameBuffer()
 
     def _take_signals(self, frame: list) -> list:
         """Split a frame's signal tail off; the signals are queued at their element positions."""
@@ -519,7 +577,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
             n = max(1, min(n, self.signals[0][0] - self.delivered))
         chunk = buf.take(n)
         self.delivered += len(chunk)
-        self.push(self.out, chunk)
+        if self.ts_buffer is not None:
+            self.push(self.out, chunk, self.ts_buffer.take(n))
+        else:
+            self.push(self.out, chunk)
         if not self.upstream_completed:
             self.consumed += len(chunk)
             if self.consumed >= self.batch:
@@ -529,7 +590,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
 
     def _push_one(self) -> None:
         self.delivered += 1
-        self.push(self.out, self.buffer.take_one())
+        if self.ts_buffer is not None:
+            self.push(self.out, self.buffer.take_one(), self.ts_buffer.take_one())
+        else:
+            self.push(self.out, self.buffer.take_one())
         if not self.upstream_completed:
             self.consumed += 1
             if self.consumed >= self.batch:
@@ -554,13 +618,13 @@ class InputBoundary(GraphStageLogic, OutHandler):
             (self.upstream if self.upstream is not None else self.publisher).cancel(cause)
 
     def on_downstream_finish(self, cause: BaseException) -> None:
-        self.buffer.clear()
+        self._clear_buffer()
         self._cancel_upstream(cause)
         self.complete_stage()
 
     def on_island_abort(self, cause: BaseException) -> None:
         """The island is being torn down with ``cause``: upstream is cancelled with it."""
-        self.buffer.clear()
+        self._clear_buffer()
         self._cancel_upstream(cause)
 
     def post_stop(self) -> None:

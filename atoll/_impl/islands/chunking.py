@@ -24,15 +24,19 @@ from ...stage._connection import Connection
 DEFAULT_CHUNK_SIZE = 1024
 
 
-def negotiate_chunks(builder, chunk_size: int = DEFAULT_CHUNK_SIZE) -> int:
-    """Switch ``builder``'s island to chunk connections where both ends can; returns how many logics switched."""
+def negotiate_chunks(builder, chunk_size: int = DEFAULT_CHUNK_SIZE, event_time: bool = False) -> int:
+    """Switch ``builder``'s island to chunk connections where both ends can; returns how many logics
+    switched. With ``event_time`` a chunk form counts only if it carries timestamps (``chunk_timestamps``)."""
     conns: List[Connection] = builder.slot_conns + builder.extra_conns
     capable = {}
     for logic in builder.logics:
         try:
-            capable[id(logic)] = bool(logic.chunk_capable())
+            ok = bool(logic.chunk_capable())
+            if ok and event_time:
+                ok = bool(logic.chunk_timestamps())
         except AttributeError:  # a logic written before the chunk API (duck-typed stages)
-            capable[id(logic)] = False
+            ok = False
+        capable[id(logic)] = ok
     chunked = set()
     for c in conns:
         a, b = c.out_owner, c.in_owner
@@ -92,13 +96,18 @@ class ChunksToElements(_Adapter):
     def __init__(self):
         super().__init__("chunks>elements")
 
+    def chunk_timestamps(self) -> bool:
+        return True
+
     def on_pull(self) -> None:
         conn = self._in_conns[0]
         conn.demand = 1
         self.pull(self.in_)
 
     def on_push(self) -> None:
-        self.push(self.out, self.grab(self.in_)[0])
+        elem = self.grab(self.in_)[0]
+        ts = self._ts
+        self.push(self.out, elem, ts[0] if ts else None)
 
 
 class ElementsToChunks(_Adapter):
@@ -107,8 +116,12 @@ class ElementsToChunks(_Adapter):
     def __init__(self):
         super().__init__("elements>chunks")
 
+    def chunk_timestamps(self) -> bool:
+        return True
+
     def on_pull(self) -> None:
         self.pull(self.in_)
 
     def on_push(self) -> None:
-        self.push(self.out, [self.grab(self.in_)])
+        elem = self.grab(self.in_)
+        self.push(self.out, [elem], [self._ts])

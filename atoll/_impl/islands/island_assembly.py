@@ -107,6 +107,6 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
                 inputs[ch] = boundary
             case _:
                 raise TypeError(f"island {plan.name}: unknown plan step {step!r}")
-    prepare_island(builder, settings)
+    prepare_island(builder, settings, plan.event_time)
     interpreter = builder.build(host, materializer)
     return AssembledIsland(interpreter, outputs, inputs, materialized)

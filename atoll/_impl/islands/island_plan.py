@@ -84,6 +84,8 @@ class IslandPlan:
     attributes: Attributes
     steps: List[PlanStep] = field(default_factory=list)
     stages: List[AddStage] = field(default_factory=list)
+    #: the graph holds an event-time stage: every logic of every island carries timestamps
+    event_time: bool = False
 
     def add_stage(self, step: AddStage) -> int:
         """Append ``step``; return the stage's index."""
@@ -114,6 +116,9 @@ class GraphBuild:
         self.top_attributes: Attributes = materializer.settings.top_attributes()
         self.name = name or f"graph-{next(_graph_names)}"
         self._channels: Iterator[int] = itertools.count()
+        #: some stage of the graph has ``event_time``: set while the traversal is walked, read once
+        #: every island is recorded (``IslandRecorder.finish_plan``)
+        self.event_time = False
 
     def next_channel(self) -> int:
         return next(self._channels)
@@ -131,6 +136,8 @@ class IslandRecorder(PhaseIsland):
         self.plan = IslandPlan(self.name, index, attributes)
 
     def materialize_atomic(self, module, attributes: Attributes) -> Tuple[int, PendingValue]:
+        if getattr(module, "event_time", False):
+            self.build.event_time = True
         i = self.plan.add_stage(AddStage(module, attributes))
         return i, PendingValue((self.index, i))
 
@@ -148,6 +155,11 @@ class IslandRecorder(PhaseIsland):
     @property
     def is_empty(self) -> bool:
         return self.plan.is_empty
+
+    def finish_plan(self) -> IslandPlan:
+        """The plan, completed with what only the whole graph knows (call once every island is recorded)."""
+        self.plan.event_time = self.build.event_time
+        return self.plan
 
     def on_island_ready(self) -> None:
         pass

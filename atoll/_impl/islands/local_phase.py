@@ -81,7 +81,7 @@ class LocalIslandPhase(IslandRecorder):
 
     def on_island_ready(self) -> None:
         if not self.is_empty:
-            island = assemble_island(self.plan, self.transport, self.host, self.build.materializer, self.build.settings)
+            island = assemble_island(self.finish_plan(), self.transport, self.host, self.build.materializer, self.build.settings)
             self.host_interpreter = island.interpreter
             self.materialized = island.materialized
             if self.host.interpreter is None:
