@@ -106,6 +106,15 @@ class RateExceededError(StreamError):
     """``throttle`` in enforcing mode saw a rate above the limit."""
 
 
+class MissingTimestampError(StreamError):
+    """An event-time stage found no usable timestamp for an element (the timestamp function raised, or
+    returned something that is not an int or float)."""
+
+
+class TooManyWindowsError(StreamError):
+    """A window operator would keep more open windows than its ``max_open_windows``."""
+
+
 class PartitionOutOfBoundsError(StreamError, IndexError):
     """``Partition``'s function returned an index outside ``0 .. n-1``."""
 
