@@ -1,0 +1,277 @@
+"""Window engines for aligned windows: tumbling, sliding with one accumulator per window, sliding with panes.
+
+A window state is a list ``[acc, n_new, fired, seq, key, start, end]`` (lists: the cheapest mutable record).
+Unfired windows sit in a bucket per ``end`` (creation order) under a heap of ends, fired ones in a bucket per
+expiry time ``end + allowed_lateness``, so a watermark touches only the windows it fires or expires.
+"""
+from __future__ import annotations
+
+import math
+from heapq import heappop, heappush
+from typing import Any, Dict, List
+
+from .window_engine import Out, WindowEngine
+
+ACC, NEW, FIRED, SEQ, KEY, START, END = range(7)
+
+
+class FixedWindowEngine(WindowEngine):
+    """Sliding windows (any slide), one accumulator per window: an element costs ``size/slide`` aggregate calls."""
+
+    def _init_state(self) -> None:
+        spec = self.spec
+        self._size = spec.size
+        self._slide = getattr(spec, "slide", spec.size)
+        self._offset = spec.offset
+        self._wins: Dict[Any, list] = {}          # (key, start) -> state
+        self._due: Dict[Any, List[list]] = {}     # end -> unfired states, creation order
+        self._due_heap: List[Any] = []
+        self._exp: Dict[Any, List[list]] = {}     # end + allowed_lateness -> fired states
+        self._exp_heap: List[Any] = []
+
+    # -------------------------------------------------------------------------------------------- window states
+    def _open(self, key: Any, start: Any, end: Any) -> list:
+        self._opened(1, key, start, end)
+        s = [self._create(), 0, False, self._seq, key, start, end]
+        self._seq += 1
+        self._wins[(key, start)] = s
+        if end <= self.watermark:
+            s[FIRED] = True
+            self._to_expire(s)
+        else:
+            self._to_due(s)
+        return s
+
+    def _to_due(self, s: list) -> None:
+        end = s[END]
+        bucket = self._due.get(end)
+        if bucket is None:
+            self._due[end] = [s]
+            heappush(self._due_heap, end)
+        else:
+            bucket.append(s)
+
+    def _to_expire(self, s: list) -> None:
+        t = s[END] + self._lateness
+        bucket = self._exp.get(t)
+        if bucket is None:
+            self._exp[t] = [s]
+            heappush(self._exp_heap, t)
+        else:
+            bucket.append(s)
+
+    def _fire(self, s: list, timing: str, out: Out) -> None:
+        self._emit(s[KEY], s[START], s[END], s[ACC], timing, out)
+        s[NEW] = 0
+        if not self._accumulate:
+            s[ACC] = self._create()
+
+    # -------------------------------------------------------------------------------------------- events
+    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+        key = None if self._key is None else self._key(elem)
+        size, slide, off, lateness, w = self._size, self._slide, self._offset, self._lateness, self.watermark
+        last = (ts - off) // slide * slide + off
+        if last + size + lateness <= w:
+            self._late(elem, ts, out)
+            return
+        starts = [last]
+        k = 1
+        while True:
+            start = last - k * slide
+            if start + size <= ts:
+                break
+            if start + size + lateness <= w:
+                self.stats.partially_late += 1
+                break
+            starts.append(start)
+            k += 1
+        wins, add, early = self._wins, self._add, self._early_count
+        for start in reversed(starts):  # ascending ends: the emission order
+            s = wins.get((key, start))
+            if s is None:
+                s = self._open(key, start, start + size)
+            s[ACC] = add(s[ACC], elem)
+            if s[FIRED]:
+                self._fire(s, "late", out)
+            else:
+                s[NEW] += 1
+                if s[NEW] == early:
+                    self._fire(s, "early", out)
+
+    def on_watermark(self, w: Any, out: Out) -> None:
+        if not w > self.watermark:
+            return
+        self.watermark = self.stats.watermark = w
+        h = self._due_heap
+        if h and h[0] <= w:
+            due, to_expire, fire = self._due, self._to_expire, self._fire
+            while h and h[0] <= w:
+                for s in due.pop(heappop(h)):
+                    s[FIRED] = True
+                    fire(s, "on_time", out)
+                    to_expire(s)
+        e = self._exp_heap
+        if e and e[0] <= w:
+            self._expire(w)
+
+    def _expire(self, w: Any) -> None:
+        e, exp, wins = self._exp_heap, self._exp, self._wins
+        n = 0
+        while e and e[0] <= w:
+            for s in exp.pop(heappop(e)):
+                del wins[(s[KEY], s[START])]
+                n += 1
+        self.stats.open_windows -= n
+
+    def fire_early(self, out: Out) -> None:
+        pending = [s for s in self._wins.values() if s[NEW] and not s[FIRED]]
+        pending.sort(key=lambda s: (s[END], s[START], s[SEQ]))
+        for s in pending:
+            self._fire(s, "early", out)
+
+    # -------------------------------------------------------------------------------------------- checkpoints
+    def _state(self) -> Any:
+        return {"windows": [tuple(s) for s in self._wins.values()]}
+
+    def _load(self, state: Any) -> None:
+        for t in sorted(state["windows"], key=lambda t: t[SEQ]):
+            s = list(t)
+            self._wins[(s[KEY], s[START])] = s
+            (self._to_expire if s[FIRED] else self._to_due)(s)
+        self.stats.open_windows = len(self._wins)
+
+
+class TumblingEngine(FixedWindowEngine):
+    """Tumbling windows: an element costs one dict lookup and one ``add``."""
+
+    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+        key = None if self._key is None else self._key(elem)
+        off = self._offset
+        start = (ts - off) // self._size * self._size + off
+        s = self._wins.get((key, start))
+        if s is None:
+            end = start + self._size
+            if end + self._lateness <= self.watermark:
+                self._late(elem, ts, out)
+                return
+            s = self._open(key, start, end)
+        s[0] = self._add(s[0], elem)
+        if s[2]:
+            self._fire(s, "late", out)
+        else:
+            n = s[1] = s[1] + 1
+            if n == self._early_count:
+                self._fire(s, "early", out)
+
+
+class PaneSlidingEngine(FixedWindowEngine):
+    """Sliding windows over panes of ``gcd(size, slide)``: one ``add`` per element into its pane, panes merged when
+    a window fires (Jet frames). Window states keep only firing bookkeeping (their ``acc`` slot is unused)."""
+
+    @staticmethod
+    def applies(spec: Any, key: Any = None, aggregate: Any = None, **opts: Any) -> bool:
+        """Panes need ``merge`` and integer bounds, and serve no early firings (per-window deltas)."""
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (spec.size, spec.slide, spec.offset))
+        return (ints and aggregate is not None and getattr(aggregate, "merge", None) is not None
+                and opts.get("early_count") is None and opts.get("early_every") is None)
+
+    def _init_state(self) -> None:
+        super()._init_state()
+        self._pane = math.gcd(self.spec.size, self.spec.slide)
+        self._panes: Dict[Any, list] = {}           # (key, pane start) -> [acc, end of its first window]
+        self._pane_exp: Dict[Any, List[Any]] = {}   # expiry time -> pane dict keys
+        self._pane_exp_heap: List[Any] = []
+
+    def _open(self, key: Any, start: Any, end: Any) -> list:
+        s = super()._open(key, start, end)
+        s[ACC] = None
+        return s
+
+    def _combine(self, key: Any, start: Any) -> Any:
+        acc, merge, panes, p = self._create(), self._merge, self._panes, self._pane
+        ps, end = start, start + self._size
+        while ps < end:
+            pane = panes.get((key, ps))
+            if pane is not None:
+                acc = merge(acc, pane[0])
+            ps += p
+        return acc
+
+    def _fire(self, s: list, timing: str, out: Out) -> None:
+        self._emit(s[KEY], s[START], s[END], self._combine(s[KEY], s[START]), timing, out)
+        s[NEW] = 0
+
+    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+        key = None if self._key is None else self._key(elem)
+        off, p = self._offset, self._pane
+        ps = (ts - off) // p * p + off
+        pane = self._panes.get((key, ps))
+        if pane is not None and pane[1] > self.watermark:  # every window of the pane is still unfired
+            pane[0] = self._add(pane[0], elem)
+            return
+        self._slow_element(key, ps, pane, elem, ts, out)
+
+    def _slow_element(self, key: Any, ps: Any, pane: Any, elem: Any, ts: Any, out: Out) -> None:
+        size, slide, off, lateness, w = self._size, self._slide, self._offset, self._lateness, self.watermark
+        last = (ps - off) // slide * slide + off
+        starts = []   # the pane's windows that are not expired, descending
+        start = last
+        while start + size > ps:
+            if start + size + lateness <= w:
+                break
+            starts.append(start)
+            start -= slide
+        if not starts:
+            self._late(elem, ts, out)
+            return
+        if start + size > ps:
+            self.stats.partially_late += 1
+        wins = self._wins
+        if pane is None:
+            first = last
+            while first - slide + size > ps:
+                first -= slide
+            pane = self._panes[(key, ps)] = [self._create(), first + size]
+            self._pane_expires((key, ps), last + size + lateness)
+            for start in reversed(starts):
+                if (key, start) not in wins:
+                    self._open(key, start, start + size)
+        pane[0] = self._add(pane[0], elem)
+        for start in reversed(starts):
+            if start + size <= w:
+                s = wins[(key, start)]
+                if self._accumulate:
+                    self._fire(s, "late", out)
+                else:
+                    self._emit(key, start, start + size, self._add(self._create(), elem), "late", out)
+
+    def _expire(self, w: Any) -> None:
+        super()._expire(w)
+        # a pane expires with its last window, so an expiry of panes always comes with one of windows
+        h, pane_exp, panes = self._pane_exp_heap, self._pane_exp, self._panes
+        while h and h[0] <= w:
+            for k in pane_exp.pop(heappop(h)):
+                del panes[k]
+
+    def _pane_expires(self, k: Any, t: Any) -> None:
+        bucket = self._pane_exp.get(t)
+        if bucket is None:
+            self._pane_exp[t] = [k]
+            heappush(self._pane_exp_heap, t)
+        else:
+            bucket.append(k)
+
+    def fire_early(self, out: Out) -> None:
+        raise TypeError(f"{self.name}: early firings need the engine built with early_count or early_every "
+                        f"(this one merges panes and tracks no per-window deltas)")
+
+    def _state(self) -> Any:
+        return {"windows": [tuple(s) for s in self._wins.values()],
+                "panes": [(k, pane[0], pane[1]) for k, pane in self._panes.items()]}
+
+    def _load(self, state: Any) -> None:
+        super()._load(state)
+        size, slide, off, lateness = self._size, self._slide, self._offset, self._lateness
+        for k, acc, first_end in state["panes"]:
+            self._panes[k] = [acc, first_end]
+            self._pane_expires(k, (k[1] - off) // slide * slide + off + size + lateness)

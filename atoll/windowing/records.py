@@ -1,0 +1,39 @@
+"""What window operators emit: ``Window`` results and, when late elements are diverted, ``Late`` records."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Tuple
+
+
+@dataclass(frozen=True)
+class Window:
+    """One firing of the window ``[start, end)`` of ``key``.
+
+    ``timing`` is ``"early"``, ``"on_time"`` or ``"late"``; ``superseded`` lists the ``(start, end)`` of windows
+    emitted before that this one replaces (merged sessions), so an upserting sink can retract them.
+    """
+
+    key: Any
+    start: Any
+    end: Any
+    value: Any
+    timing: str = "on_time"
+    superseded: Tuple[Tuple[Any, Any], ...] = ()
+
+    @property
+    def max_timestamp(self):
+        """The last timestamp inside the window (``end`` minus one tick): the result's own event time."""
+        end = self.end
+        if isinstance(end, int):
+            return end - 1
+        return math.nextafter(end, -math.inf)
+
+
+@dataclass(frozen=True)
+class Late:
+    """An element none of whose windows accepted it any more: its value, its timestamp, the watermark then."""
+
+    value: Any
+    timestamp: Any
+    watermark: Any
