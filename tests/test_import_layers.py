@@ -49,6 +49,7 @@ LAYERS: Dict[str, int] = {
     "_futures": 0,
     "_impl": 0,
     "stage": 1,
+    "windowing": 1,
     "materializer": 2,
     "ops": 3,
     "islands": 4,

@@ -148,7 +148,8 @@ class Aggregate:
 
     @staticmethod
     def collect() -> "Aggregate":
-        """The elements as a list, in arrival order (merged sessions: in session order); each result a copy."""
+        """The elements as a list in arrival order; merged accumulators (sessions, sliding panes) are concatenated in
+        start order (later elements follow). Each result is a copy."""
         return Aggregate(list, _list_add, _list_merge, list, name="Aggregate.collect")
 
     @staticmethod
