@@ -41,6 +41,7 @@ from .attributes import Attributes, CancellationStrategy
 from .handlers import InHandler, OutHandler
 from .ports import Inlet, Outlet
 from .shapes import Shape
+from .signals import Signal, require_signal
 
 _pending_lock = threading.Lock()
 _STOPPED = object()  # GraphStageLogic._feedback once the stage has stopped
@@ -391,6 +392,8 @@ class GraphStageLogic:
         interp = self._interpreter
         if interp is None:
             raise self._not_initialized()
+        if not isinstance(signal, Signal):
+            require_signal(f"{self}.emit_signal({out.name})", signal)
         handler = self._out_handlers[out.id]
         if isinstance(handler, _Emitting):
             handler.add_follow_up(_EmittingSignal(self, out, handler.previous, signal))

@@ -3,7 +3,9 @@
 Every junction (and any custom stage with several inlets) gets one ``FanInAlignment`` the first time
 a signal reaches it. The rules, by the signal's kind (see ``atoll.stage.signals``):
 
-* ordered kinds (watermarks): each inlet's latest key is kept; once every live inlet delivered one,
+* watermarks and idle markers: the watermark valve (``atoll.stage.watermark_valve``): the minimum
+  over the active, aligned, live inlets, idle inlets left out;
+* other ordered kinds: each inlet's latest key is kept; once every live inlet delivered one,
   the stage hears the minimum whenever it advances;
 * other kinds: the stage hears the signal once every live inlet delivered an equal one; a kind with
   ``blocks_input`` (barriers) also holds each inlet that delivered it - its next elements, signals and
@@ -17,16 +19,19 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ._connection import HELD, IN_CLOSED, OUT_CLOSED, PUSHING, SIGNAL
+from .signals import Idle, Watermark
+from .watermark_valve import WatermarkValve
 
 
 class FanInAlignment:
-    __slots__ = ("logic", "pending", "marks", "forwarded")
+    __slots__ = ("logic", "pending", "marks", "forwarded", "valve")
 
     def __init__(self, logic):
         self.logic = logic
         self.pending: Dict[Any, List[bool]] = {}  # unordered signal -> which inlets delivered it
         self.marks: Dict[type, List[Any]] = {}  # ordered kind -> each inlet's latest key (None: none yet)
         self.forwarded: Dict[type, Any] = {}  # ordered kind -> the last key the stage heard
+        self.valve = None  # watermarks and idle markers (created with the first of them)
 
     def _live(self) -> List[bool]:
         return [not (c.state & IN_CLOSED) for c in self.logic._in_conns]
@@ -34,6 +39,15 @@ class FanInAlignment:
     def on_signal(self, idx: int, signal) -> None:
         """Inlet ``idx`` delivered ``signal``."""
         kind = type(signal)
+        if kind is Watermark or kind is Idle:
+            valve = self.valve
+            if valve is None:
+                valve = self.valve = WatermarkValve(self.logic, len(self.logic._in_conns))
+            if kind is Watermark:
+                valve.on_watermark(idx, signal.timestamp)
+            else:
+                valve.on_idle(idx)
+            return
         if kind.ordered:
             marks = self.marks.get(kind)
             if marks is None:
@@ -53,6 +67,8 @@ class FanInAlignment:
 
     def on_inlet_closed(self) -> None:
         """An inlet closed: alignments it held back may be complete now."""
+        if self.valve is not None:
+            self.valve.on_inlet_closed()
         for kind, marks in list(self.marks.items()):
             self._advance(kind, None)
         for signal, seen in list(self.pending.items()):

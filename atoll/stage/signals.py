@@ -12,7 +12,8 @@ New kinds subclass ``Signal`` (frozen, picklable: they cross islands) and choose
 ``blocks_input`` (an inlet that delivered the signal is held until every live inlet did, the rule
 for checkpoint barriers) and ``ordered`` (signals compare by ``order_key``; fan-in forwards the
 minimum over the live inlets when it advances, the rule for watermarks). A kind with neither is
-forwarded once every live inlet delivered an equal signal.
+forwarded once every live inlet delivered an equal signal. ``Watermark`` and ``Idle`` go through
+the fan-in's watermark valve (``atoll.stage.watermark_valve``) instead.
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ class Signal:
     blocks_input: ClassVar[bool] = False
     #: signals of this kind are ordered by ``order_key``; fan-in forwards the minimum over its inlets
     ordered: ClassVar[bool] = False
+    #: a newer signal of this kind replaces one still waiting right before it on a connection (no
+    #: element between them), so a slow consumer holds at most one (watermarks: latest wins)
+    coalesce: ClassVar[bool] = False
 
     def order_key(self) -> Any:
         raise TypeError(f"{type(self).__name__} is not an ordered signal")
@@ -44,12 +48,29 @@ class Watermark(Signal):
     timestamp: int
 
     ordered: ClassVar[bool] = True
+    coalesce: ClassVar[bool] = True
 
     def order_key(self) -> int:
         return self.timestamp
 
     def with_order_key(self, key: int) -> "Watermark":
         return Watermark(key)
+
+
+@dataclass(frozen=True, slots=True)
+class Idle(Signal):
+    """The stream is idle: no elements for a while (``with_timestamps(idle_timeout=...)``). A fan-in
+    leaves an idle input out of its watermark until that input sends a watermark again; the next
+    watermark on the stream makes it active."""
+
+    coalesce: ClassVar[bool] = True
+
+    def __repr__(self) -> str:
+        return "Idle"
+
+
+#: the one idle marker (all ``Idle()`` are equal)
+IDLE = Idle()
 
 
 @dataclass(frozen=True, slots=True)

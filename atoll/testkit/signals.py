@@ -14,6 +14,20 @@ from atoll.stage.logic import GraphStageLogic
 from atoll.stage.signals import Signal
 
 
+def coalesce_watermarks(log):
+    """``log`` with every run of same-kind coalescing signals (watermarks, idle markers) with no element
+    or other signal between them reduced to its last one: what a connection delivers is the same up to
+    such runs (a newer watermark replaces one still waiting, ``Signal.coalesce``), so compare logs
+    through this."""
+    out = []
+    for x in log:
+        if out and isinstance(x, Signal) and x.coalesce and type(out[-1]) is type(x):
+            out[-1] = x
+        else:
+            out.append(x)
+    return out
+
+
 class Scripted(SourceStage):
     """Emits ``items`` in order: elements are pushed on demand, each ``Signal`` is emitted as soon as
     the elements before it are out (signals need no demand)."""

@@ -6,7 +6,7 @@ import pytest
 
 from atoll import Broadcast, ClosedShape, Flow, GraphDSL, Keep, Materializer, Merge, RunnableGraph, Sink, Source, Zip
 from atoll.stage.signals import Barrier, Signal, Watermark
-from atoll.testkit.signals import Recording, Scripted
+from atoll.testkit.signals import Recording, Scripted, coalesce_watermarks
 
 W = Watermark
 
@@ -33,7 +33,7 @@ def test_signals_keep_their_place_through_linear_stages(settings, sink_chunk):
         Recording(sink_chunk), Keep.right)
     log = _run_local(g, **settings)
     want = [x * 10 if not isinstance(x, Signal) else x for x in ITEMS if x != 5]
-    assert log == want
+    assert coalesce_watermarks(log) == coalesce_watermarks(want)
 
 
 def test_signals_are_never_handed_to_user_functions():
@@ -65,8 +65,8 @@ def test_broadcast_sends_every_signal_to_every_output(settings):
         left, right = lf.result(10), rf.result(10)
     finally:
         m.shutdown()
-    assert right == ITEMS
-    assert left == [x + 1 if not isinstance(x, Signal) else x for x in ITEMS]
+    assert coalesce_watermarks(right) == coalesce_watermarks(ITEMS)
+    assert coalesce_watermarks(left) == coalesce_watermarks([x + 1 if not isinstance(x, Signal) else x for x in ITEMS])
 
 
 @pytest.mark.parametrize("settings", [dict(fusion=False), dict(chunk_size=2), dict(chunk_size=50)])
@@ -81,7 +81,7 @@ def test_zip_after_broadcast_hears_each_signal_once_in_place(settings):
         return ClosedShape
 
     log = _run_local(RunnableGraph.from_graph(GraphDSL.create(build, Recording())), **settings)
-    assert [x for x in log if isinstance(x, Signal)] == [x for x in ITEMS if isinstance(x, Signal)]
+    assert coalesce_watermarks([x for x in log if isinstance(x, Signal)]) == coalesce_watermarks([x for x in ITEMS if isinstance(x, Signal)])
     assert _elements(log) == [(x + 1, x * 2) for x in _elements(ITEMS)]
     # a signal comes after the pairs made of the elements before it, and before the others
     for i, x in enumerate(log):
@@ -179,7 +179,7 @@ def test_signals_cross_island_boundaries_in_order(mat):
     g = (Source.from_graph(Scripted(ITEMS)).map(lambda x: x + 1).island()
          .map(lambda x: x * 3).island().to_mat(Recording(), Keep.right))
     log = g.run(mat).result(60)
-    assert log == [(x + 1) * 3 if not isinstance(x, Signal) else x for x in ITEMS]
+    assert coalesce_watermarks(log) == coalesce_watermarks([(x + 1) * 3 if not isinstance(x, Signal) else x for x in ITEMS])
 
 
 def test_signals_cross_a_boundary_without_demand(local_mat):

@@ -267,6 +267,11 @@ class GraphInterpreter:
         sigs = conn.signals
         if sigs is None:
             sigs = conn.signals = []
+        elif sigs and signal.coalesce and type(sigs[-1]) is type(signal) and (
+            not st & PUSHING or len(sigs) > conn.signals_before
+        ):
+            sigs[-1] = signal  # no element between them: the newer one says it all
+            return
         sigs.append(signal)
         if not st & PUSHING:
             conn.signals_before = len(sigs)

@@ -16,6 +16,7 @@ from atoll._impl.ops import transform as transform_mod
 from atoll.stage.signals import Barrier, Signal, Watermark
 from atoll.testkit import TestSink, TestSource
 from atoll.testkit.signals import Recording
+from atoll.testkit.signals import coalesce_watermarks
 from chunk_kit import CHUNK_SETTINGS, Boom, check, check_chunked, check_signals, restarting, resuming
 
 W = Watermark
@@ -256,7 +257,7 @@ SIGNAL_ITEMS = [W(0), 1, 2, W(5), 3, Barrier(1), 4, 0, 5, W(7), 6, 7, 8, W(9), W
 @pytest.mark.parametrize("name", ["repeat", "empty", "one", "generator", "long"])
 def test_map_concat_signals_follow_the_outputs_of_the_elements_before_them(name):
     fn = EXPANSIONS[name]
-    assert check_signals(lambda f: f.map_concat(fn), SIGNAL_ITEMS) == _flat(SIGNAL_ITEMS, fn)
+    assert check_signals(lambda f: f.map_concat(fn), SIGNAL_ITEMS) == coalesce_watermarks(_flat(SIGNAL_ITEMS, fn))
 
 
 @pytest.mark.parametrize("decider", [resuming, restarting])
@@ -268,7 +269,7 @@ def test_map_concat_signals_behind_a_resumed_iteration(decider):
     def expand(x):
         return [x, x + 100] + ([] if x in (3, 5) else [x + 200])
 
-    assert check_signals(op, SIGNAL_ITEMS) == _flat(SIGNAL_ITEMS, expand)
+    assert check_signals(op, SIGNAL_ITEMS) == coalesce_watermarks(_flat(SIGNAL_ITEMS, expand))
 
 
 def test_map_concat_signals_after_the_last_element_arrive_before_completion():
@@ -435,7 +436,7 @@ def test_kill_switch_signals_keep_their_place(shared):
     def op(f):
         return f.via(KillSwitches.shared("sig").flow() if shared else KillSwitches.single())
 
-    assert check_signals(op, SIGNAL_ITEMS) == SIGNAL_ITEMS
+    assert check_signals(op, SIGNAL_ITEMS) == coalesce_watermarks(SIGNAL_ITEMS)
 
 
 def test_kill_switch_logic_is_module_level_and_stateless():
@@ -460,4 +461,4 @@ def test_stateful_map_concat_holds_signals_behind_its_pending_outputs_too():
 
     log = check_signals(lambda f: f.stateful_map_concat(Acc), SIGNAL_ITEMS)
     elements = [x for x in SIGNAL_ITEMS if not isinstance(x, Signal)]
-    assert log == _flat(SIGNAL_ITEMS, lambda x: [x] * (x % 3)) + [-len(elements)]
+    assert log == coalesce_watermarks(_flat(SIGNAL_ITEMS, lambda x: [x] * (x % 3)) + [-len(elements)])
