@@ -1,4 +1,5 @@
-"""``Aggregate``: how a window turns its elements into a value (Flink ``AggregateFunction``, Jet ``AggregateOperation``).
+"""``Aggregate``: how a window turns its elements into a value (Flink ``AggregateFunction``, Jet
+``AggregateOperation``).
 
 ``create() -> acc`` makes an empty accumulator, ``add(acc, elem) -> acc`` returns the new accumulator (it may mutate
 and return ``acc``), ``merge(a, b) -> acc`` combines two accumulators (it may mutate and return ``a``, never ``b``)

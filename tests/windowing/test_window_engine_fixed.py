@@ -10,7 +10,7 @@ import pytest
 from atoll._impl.ops.window_engine import WindowEngine
 from atoll._impl.ops.window_engine_fixed import FixedWindowEngine, PaneSlidingEngine, TumblingEngine
 from atoll.errors import StreamError, TooManyWindowsError
-from atoll.windowing import Aggregate, Late, Sliding, Tumbling, Window, WindowStats
+from atoll.windowing import Aggregate, Late, Sliding, Tumbling, WindowStats
 
 from .kit import END, EARLY, drive, el, win, wm
 
@@ -202,7 +202,8 @@ def test_stats_object_is_kept_current():
 
 
 # ------------------------------------------------------------------------------------------------- sliding
-@pytest.mark.parametrize("agg, order", [(Aggregate.collect(), [1, 7]), (Aggregate.fold([], lambda a, e: a + [e]), [7, 1])],
+@pytest.mark.parametrize("agg, order", [(Aggregate.collect(), [1, 7]),
+                                        (Aggregate.fold([], lambda a, e: a + [e]), [7, 1])],
                          ids=["panes", "per-window"])
 def test_sliding_assigns_each_element_to_every_window_containing_it(agg, order):
     """Panes are combined in time order, so collect() sees pane order across panes (arrival order inside one)."""

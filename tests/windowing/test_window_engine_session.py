@@ -144,7 +144,8 @@ def test_early_count_on_sessions_counts_merged_elements():
 def test_fire_early_on_sessions():
     e = session(5, key=lambda x: x[0], aggregate=Aggregate.count(), early_every=1.0)
     out = drive(e, [keyed("b", 3), keyed("a", 1), EARLY, EARLY, keyed("a", 2), EARLY, END])
-    assert out == [win(1, 6, 1, "early", key="a"), win(3, 8, 1, "early", key="b"), win(1, 7, 2, "early", key="a", superseded=[(1, 6)]),
+    assert out == [win(1, 6, 1, "early", key="a"), win(3, 8, 1, "early", key="b"),
+                   win(1, 7, 2, "early", key="a", superseded=[(1, 6)]),
                    win(1, 7, 2, key="a"), win(3, 8, 1, key="b")]
 
 
