@@ -9,11 +9,12 @@ from ..stage.shapes import FlowShape
 from .blueprint import Blueprint, builder_of
 from .flow_ops import FlowOps
 from .graph_ops import GraphOps
+from .event_time_ops import EventTimeOps
 from .keep import Keep
 from .source import _check_flow, _check_sink, _linear
 
 
-class Flow(FlowOps, GraphOps, Blueprint):
+class Flow(FlowOps, GraphOps, EventTimeOps, Blueprint):
     """``Flow()`` is the identity flow that starts a reusable chain: ``Flow().map(f).filter(p)``."""
 
     __slots__ = ()

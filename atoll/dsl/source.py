@@ -10,6 +10,7 @@ from ..stage.shapes import SourceShape
 from .blueprint import Blueprint, builder_of
 from .flow_ops import FlowOps
 from .graph_ops import GraphOps
+from .event_time_ops import EventTimeOps
 from .keep import Keep
 from .runnable_graph import RunnableGraph
 
@@ -18,7 +19,7 @@ def _linear(graph, combine=Keep.right) -> LinearTraversalBuilder:
     return LinearTraversalBuilder.from_builder(builder_of(graph), graph.shape, combine)
 
 
-class Source(FlowOps, GraphOps, Blueprint):
+class Source(FlowOps, GraphOps, EventTimeOps, Blueprint):
     """Emits elements downstream; compose with ``via``/``to`` and run with ``run_with``."""
 
     __slots__ = ()
