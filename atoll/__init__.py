@@ -30,6 +30,7 @@ from ._impl.ops.fan_in import (
 from ._impl.ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
 from ._impl.ops.kill_switch import KillSwitch, KillSwitches, SharedKillSwitch, UniqueKillSwitch
 from ._impl.ops.sources import Cancellable
+from .windowing import Aggregate, Late, Session, Sliding, Tumbling, Window, WindowStats
 from .stage import (
     Attributes,
     BidiShape,
@@ -77,6 +78,13 @@ __all__ = [
     "UniqueKillSwitch",
     "SharedKillSwitch",
     "Cancellable",
+    "Aggregate",
+    "Window",
+    "Late",
+    "WindowStats",
+    "Tumbling",
+    "Sliding",
+    "Session",
     "NotUsed",
     "Done",
     "GraphStage",

@@ -322,9 +322,12 @@ class GraphStageLogic:
         self._out_conns[out.id].ts = self._ts if ts is None else ts
 
     def chunk_timestamps(self) -> bool:
-        """Whether this logic's chunk form carries timestamps (``conn.ts`` as a list beside each chunk).
-        In a graph with event time, only such logics run chunked; the others run element-wise."""
-        return False
+        """Whether this logic's chunk form carries timestamps: ``conn.ts`` beside each chunk is either
+        None (no element has one) or a list with one timestamp per element. In a graph with event time,
+        only such logics run chunked; the others run element-wise. True by default for sources (their
+        chunks have no timestamps) and sinks (they ignore them); a stage with both kinds of ports must
+        say so itself."""
+        return not self._in_ports or not self._out_ports
 
     # ------------------------------------------------------------------ the chunk form
     def chunk_capable(self) -> bool:

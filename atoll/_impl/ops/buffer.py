@@ -76,6 +76,19 @@ class _Held:
         return (_Held, (self.signal,))
 
 
+class _Stamped:
+    """Event-time graphs: a buffered element with its timestamp (the element form pushes it later)."""
+
+    __slots__ = ("elem", "ts")
+
+    def __init__(self, elem, ts):
+        self.elem = elem
+        self.ts = ts
+
+    def __reduce__(self):
+        return (_Stamped, (self.elem, self.ts))
+
+
 class _BufferLogic(ChunkFlow, FlowLogic):
     """The queue holds elements and, behind them, the signals that arrived after them (``_Held``);
     a signal at the head goes out at once, so the head is always an element. Chunk form: a pull
@@ -146,12 +159,22 @@ class _BufferLogic(ChunkFlow, FlowLogic):
         if self.kind != "backpressure" or self.count < self.size:
             self._pull_up()
 
+    #: event time: buffered elements keep their timestamps (``_Stamped``); the chunk form has none,
+    #: so in event-time graphs the buffer runs element-wise
+    stamped = False
+
+    def enable_event_time(self) -> None:
+        super().enable_event_time()
+        self.stamped = True
+
     def on_push(self):
         elem = self.grab(self.in_)
         if self.is_available(self.out):
             self.push(self.out, elem)
             self.pull(self.in_)
             return
+        if self.stamped:
+            elem = _Stamped(elem, self._ts)
         if self._insert(elem):
             self._pull_after_push()
 
@@ -181,7 +204,11 @@ class _BufferLogic(ChunkFlow, FlowLogic):
     def on_pull(self):
         if self.count:
             self.count -= 1
-            self.push(self.out, self.buf.popleft())
+            x = self.buf.popleft()
+            if type(x) is _Stamped:
+                self.push(self.out, x.elem, x.ts)
+            else:
+                self.push(self.out, x)
             self._release()
         self._after_pull()
 

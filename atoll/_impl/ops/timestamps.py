@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 from ...errors import MissingTimestampError
 from ...stage.signals import IDLE, Idle, Watermark
-from ...stage.supervision import supervise
+from ...stage.supervision import Supervision, decide, supervise
 from ...stage.timers import TimerGraphStageLogic
 from ...stage.handlers import InHandler, OutHandler
 from .base import FlowStage, decider_of, require_callable
@@ -46,6 +46,15 @@ def timestamp_of(op: str, fn: Callable[[Any], Any], elem: Any, index: int) -> An
         f"{op}: element #{index} ({elem!r}) has no usable timestamp: the function returned {ts!r} "
         "(expected an int or float)"
     )
+
+
+def supervise_quietly(decider, exc: BaseException, logic) -> bool:
+    """The decision on ``exc`` for one element of a chunk: True to drop the element and go on (Resume,
+    or Restart, which resets ``logic``); False for Stop (the caller fails the stage)."""
+    d = decide(decider, exc)
+    if d == Supervision.RESTART:
+        logic.reset_state()
+    return d != Supervision.STOP
 
 
 class WithTimestamps(FlowStage):
@@ -147,6 +156,115 @@ class _WithTimestampsLogic(TimerGraphStageLogic, InHandler, OutHandler):
         if w > self.last:
             self.last = w
             self.emit_signal(self.out, Watermark(w))
+
+    # ------------------------------------------------------------------ the chunk form
+    # Without partitions and idle timeout: a chunk goes out with its timestamps and one watermark after
+    # it. That is the element form's output with watermarks coalesced, except where an element lies
+    # behind the watermark the element form would have emitted before it: there the chunk is cut and
+    # that watermark goes out first, so every element meets the same watermark as element-wise and
+    # lateness downstream does not depend on chunk sizes (see DESIGN.md, event time).
+    pending = None  # segments still to push: [(elements, timestamps, watermark or None), ...]
+    finishing = False
+    fail_after = None  # a Stop failure that waits for the segments before it
+
+    def chunk_capable(self) -> bool:
+        return self.partition is None and self.idle_timeout is None and type(self) is _WithTimestampsLogic
+
+    def chunk_timestamps(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self._finish_chunked,
+                                             on_upstream_failure=self.on_upstream_failure))
+        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
+
+    def on_pull_chunk(self) -> None:
+        if self.pending:
+            self._push_segment()
+        else:
+            self.pull_chunk(self.in_, self.demand_of(self.out))
+
+    def on_push_chunk(self) -> None:
+        chunk = self.grab(self.in_)
+        ts_fn = self.ts_fn
+        index = self.index
+        self.index = index + len(chunk)
+        elems, stamps = [], []
+        failure = None
+        for i, x in enumerate(chunk):
+            try:
+                t = ts_fn(x)
+                if type(t) is not int and type(t) is not float:
+                    t = timestamp_of("with_timestamps", ts_fn, x, index + i)
+            except Exception as e:  # noqa: BLE001
+                if type(e) is not MissingTimestampError:
+                    try:
+                        timestamp_of("with_timestamps", ts_fn, x, index + i)
+                    except MissingTimestampError as m:
+                        e = m
+                if supervise_quietly(self.decider, e, self):
+                    continue
+                failure = e
+                break
+            elems.append(x)
+            stamps.append(t)
+        segments = self._segments(elems, stamps) if elems else []
+        if failure is not None:
+            if not segments:
+                self.fail_stage(failure)
+                return
+            self.fail_after = failure  # the elements before the failure go out first, as element-wise
+        elif not segments:
+            self.pull_chunk(self.in_, self.demand_of(self.out))
+            return
+        self.pending = segments
+        self._push_segment()
+
+    def _segments(self, elems, stamps):
+        """Cut ``elems`` where an element lies behind the watermark the element form would have emitted
+        before it; each segment carries the watermark to emit after it (None: unchanged)."""
+        bound, g = self.bound, self.granularity
+        seen = self.last  # the watermark downstream has seen before the current segment
+        wm = seen  # the element form's watermark so far
+        high = self.highest.get(None, _NEG_INF)
+        segments = []
+        start = 0
+        for i, t in enumerate(stamps):
+            if t < wm and wm > seen:
+                segments.append((elems[start:i], stamps[start:i], wm))
+                seen = wm
+                start = i
+            if t > high:
+                high = t
+                w = high - bound
+                if g is not None:
+                    w = (w // g) * g
+                if w > wm:
+                    wm = w
+        segments.append((elems[start:] if start else elems, stamps[start:] if start else stamps,
+                         wm if wm > seen else None))
+        self.highest[None] = high
+        self.active.add(None)
+        self.last = wm
+        return segments
+
+    def _push_segment(self) -> None:
+        seg_e, seg_t, w = self.pending.pop(0)
+        self.push(self.out, seg_e, seg_t)
+        if w is not None:
+            self.emit_signal(self.out, Watermark(w))
+        if not self.pending:
+            self.pending = None
+            if self.fail_after is not None:
+                self.fail_stage(self.fail_after)
+            elif self.finishing:
+                self.complete_stage()
+
+    def _finish_chunked(self) -> None:
+        if self.pending:
+            self.finishing = True
+        else:
+            self.complete_stage()
 
     # ------------------------------------------------------------------ idleness (processing time)
     def _touch(self, part) -> None:

@@ -88,7 +88,7 @@ class _WindowLogic(TimerGraphStageLogic, InHandler, OutHandler):
     def pre_start(self) -> None:
         if self.early_every is not None:
             self.schedule_at_fixed_rate("early", self.early_every, self.early_every)
-        self.pull(self.in_)
+        self._drain()  # pulls upstream
 
     # ------------------------------------------------------------------ elements
     def on_push(self) -> None:
@@ -116,6 +116,62 @@ class _WindowLogic(TimerGraphStageLogic, InHandler, OutHandler):
             self._take(buf)
         self._drain()
 
+    # ------------------------------------------------------------------ the chunk form
+    chunked = False
+    chunk_size = 1
+
+    def chunk_capable(self) -> bool:
+        return True
+
+    def chunk_timestamps(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+        self.chunk_size = chunk_size
+        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+                                             on_upstream_failure=self.on_upstream_failure))
+
+    def on_push_chunk(self) -> None:
+        """Every element of the chunk into the engine, in order; then the results go out as chunks."""
+        chunk = self.grab(self.in_)
+        stamps = self._ts
+        index = self.index
+        self.index = index + len(chunk)
+        buf = self.buf
+        on_element = self.engine.on_element
+        for i, x in enumerate(chunk):
+            t = stamps[i] if stamps is not None else None
+            if t is None:
+                self._take(buf)
+                self.fail_stage(MissingTimestampError(
+                    f"{self.name}: element #{index + i} ({x!r}) has no timestamp: put with_timestamps(...) or "
+                    "with_watermarks(...) upstream"))
+                return
+            try:
+                on_element(x, t, buf)
+            except StreamError as e:
+                buf.clear()
+                self.fail_stage(e)
+                return
+            except Exception as e:  # noqa: BLE001 - the key or aggregate function
+                if not supervise(self, self.decider, e):
+                    buf.clear()
+                    return
+        if buf:
+            self._take(buf)
+        self._drain()
+
+    def _push_results(self, q: deque, out, conn) -> None:
+        """Chunk form: push the results at the head of ``q`` as one chunk of what ``out`` accepts."""
+        n = conn.demand
+        recs, stamps = [], []
+        while q and len(recs) < n and type(q[0]) is tuple:
+            rec, ts = q.popleft()
+            recs.append(rec)
+            stamps.append(ts)
+        self.push(out, recs, stamps)
+
     def _take(self, buf: list) -> None:
         """Queue what the engine produced: results for ``out``, late records for ``late``."""
         q, lq = self.queue, self.late_queue
@@ -133,31 +189,42 @@ class _WindowLogic(TimerGraphStageLogic, InHandler, OutHandler):
         """Push what downstream accepts, emit the signals that reach the head, then pull upstream once
         nothing is pending (or complete after the end of the stream)."""
         q, out = self.queue, self.out
+        out_conn = self._out_conns[0]
         while q:
             head = q[0]
             if type(head) is tuple:
                 if not self.is_available(out):
                     break
-                q.popleft()
-                self.push(out, head[0], head[1])
+                if out_conn.chunked:
+                    self._push_results(q, out, out_conn)
+                else:
+                    q.popleft()
+                    self.push(out, head[0], head[1])
             else:
                 q.popleft()
                 self.emit_signal(out, head)
         lq = self.late_queue
         if lq:
             late = self.late
+            late_conn = self._out_conns[1]
             if self.is_closed(late):
                 lq.clear()
             else:
                 while lq and self.is_available(late):
-                    rec, ts = lq.popleft()
-                    self.push(late, rec, ts)
+                    if late_conn.chunked:
+                        self._push_results(lq, late, late_conn)
+                    else:
+                        rec, ts = lq.popleft()
+                        self.push(late, rec, ts)
         if not q and not lq:
             if self.upstream_done:
                 if not self.is_closed(out):
                     self.complete_stage()
             elif not self.has_been_pulled(self.in_) and not self.is_closed(self.in_):
-                self.pull(self.in_)
+                if self.chunked:
+                    self.pull_chunk(self.in_, self.chunk_size)
+                else:
+                    self.pull(self.in_)
 
     # ------------------------------------------------------------------ time
     def on_signal(self, signal) -> None:
