@@ -8,6 +8,12 @@ Every ``expect_*`` waits up to ``timeout`` seconds (default 3) and raises ``Asse
 Under a manual clock (``Materializer.local(clock=ManualClock())``) ``expect_no_message(d)`` advances
 the virtual clock by ``d`` - which returns once every effect of the timers due meanwhile was handled -
 and then checks that nothing arrived, instead of sleeping. The other timeouts stay wall-clock waits.
+
+Event time: ``TestSource.probe(event_time=True)`` is an event-time stage (the graph carries timestamps):
+``send_next(x, ts=...)`` stamps elements; ``send_watermark(w)`` / ``send_idle()`` put markers on the
+signal lane (they need no demand; they work on plain probes too). ``TestSink.probe()`` reads the
+timestamps and control signals that frames carry; see ``TestSubscriberProbe`` for how signals and
+``expect_next`` interleave.
 """
 from __future__ import annotations
 
@@ -15,10 +21,11 @@ import queue
 import time
 from typing import Any, List, Optional
 
-from ..errors import NO_MORE_ELEMENTS_NEEDED
-from .._impl.islands.boundaries import MAX_DEMAND, InputBoundary, OutputBoundary
+from ..errors import NO_MORE_ELEMENTS_NEEDED, IllegalStateError
+from .._impl.islands.boundaries import MAX_DEMAND, FrameSignals, FrameTimestamps, InputBoundary, OutputBoundary
 from .._impl.ops.base import SinkStage, SourceStage
 from ..stage.attributes import InputBuffer
+from ..stage.signals import IDLE, Idle, Signal, Watermark
 
 DEFAULT_TIMEOUT = 3.0
 _UNSET = object()
@@ -78,8 +85,9 @@ class TestPublisherProbe:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, event_time: bool = False):
         self.timeout = timeout
+        self.event_time = event_time  # the probe's stage is an event-time stage (send_next(x, ts=...))
         self._events = _EventQueue("TestPublisherProbe")
         self._subscriber = None
         self._seq = 0
@@ -90,7 +98,7 @@ class TestPublisherProbe:
     def __atoll_detach__(self) -> "TestPublisherProbe":
         """A copy for the driver once the probe's island has ended: it holds the demand and
         cancellation events not consumed yet; elements sent to it go nowhere."""
-        copy = TestPublisherProbe(self.timeout)
+        copy = TestPublisherProbe(self.timeout, self.event_time)
         copy._events.stash = [ev for ev in self._events.snapshot() if ev[0] != "subscribe"]
         copy._subscriber = _EndedChannel()
         copy._seq = self._seq
@@ -101,7 +109,7 @@ class TestPublisherProbe:
     def __reduce__(self):
         return (
             _rebuild_publisher,
-            (self.timeout, self._events.stash, self._seq, self._expected_request_seq, self.pending),
+            (self.timeout, self._events.stash, self._seq, self._expected_request_seq, self.pending, self.event_time),
         )
 
     # -- publisher protocol (called from the stream's island) --------------------------------
@@ -147,28 +155,60 @@ class TestPublisherProbe:
             if ev[0] != "subscribe":
                 return ev
 
-    def send_next(self, elem: Any) -> "TestPublisherProbe":
-        """Emit ``elem`` (waiting for demand first if there is none)."""
+    def send_next(self, elem: Any, ts: Any = None) -> "TestPublisherProbe":
+        """Emit ``elem`` (waiting for demand first if there is none). ``ts``: the element's event
+        timestamp, only on ``TestSource.probe(event_time=True)``; without it an event-time probe sends
+        the element with no timestamp (a window downstream then fails with ``MissingTimestampError``)."""
+        frame = self._element_frame(elem, ts)
         self.ensure_subscription()
         if self.pending == 0:
             self.expect_request()
         self.pending -= 1
+        self._send_frame(frame)
+        return self
+
+    def _element_frame(self, elem: Any, ts: Any) -> list:
+        if ts is None:
+            return [elem]
+        if not self.event_time:
+            raise IllegalStateError(
+                "TestPublisherProbe: send_next(..., ts=...) needs an event-time probe: use "
+                "TestSource.probe(event_time=True)"
+            )
+        return [elem, FrameTimestamps([ts])]
+
+    def _send_frame(self, frame: list) -> None:
         seq = self._seq
         self._seq += 1
-        self._subscriber.on_next(seq, [elem])
+        self._subscriber.on_next(seq, frame)
+
+    def send_signal(self, signal: Signal) -> "TestPublisherProbe":
+        """Put a control signal on the stream, after the elements sent so far; needs no demand (a frame
+        with no element, which still takes its frame sequence number)."""
+        if not isinstance(signal, Signal):
+            raise TypeError(f"TestPublisherProbe.send_signal: expected an atoll Signal, got {signal!r}")
+        self.ensure_subscription()
+        self._send_frame([FrameSignals([(0, signal)])])
         return self
+
+    def send_watermark(self, timestamp: Any) -> "TestPublisherProbe":
+        """Send ``Watermark(timestamp)``: no element with a smaller timestamp follows (needs no demand)."""
+        return self.send_signal(Watermark(timestamp))
+
+    def send_idle(self) -> "TestPublisherProbe":
+        """Send the ``IDLE`` marker (needs no demand)."""
+        return self.send_signal(IDLE)
 
     def send_next_many(self, *elems: Any) -> "TestPublisherProbe":
         for e in elems:
             self.send_next(e)
         return self
 
-    def unsafe_send_next(self, elem: Any) -> "TestPublisherProbe":
+    def unsafe_send_next(self, elem: Any, ts: Any = None) -> "TestPublisherProbe":
         """Emit ``elem`` without checking demand (to test overrun handling)."""
+        frame = self._element_frame(elem, ts)
         self.ensure_subscription()
-        seq = self._seq
-        self._seq += 1
-        self._subscriber.on_next(seq, [elem])
+        self._send_frame(frame)
         return self
 
     def send_complete(self) -> "TestPublisherProbe":
@@ -215,15 +255,49 @@ class TestPublisherProbe:
         return self
 
 
+class _Next(tuple):
+    """A ``("next", elem)`` event whose element came with an event timestamp (``.ts``); equal to the
+    plain 2-tuple, so code comparing events is unaffected."""
+
+    def __new__(cls, elem: Any, ts: Any):
+        self = tuple.__new__(cls, ("next", elem))
+        self.ts = ts
+        return self
+
+    def __reduce__(self):
+        return (_Next, (self[1], self.ts))
+
+
 class TestSubscriberProbe:
     """Consumes a stream in a test: ``request(n)``, then ``expect_next``/``expect_complete``/
-    ``expect_error``; ``cancel`` stops it."""
+    ``expect_error``; ``cancel`` stops it.
+
+    Control signals (watermarks, idle markers, barriers) arriving in the frames are recorded, never
+    dropped, in one of two ways chosen when the probe is made (``TestSink.probe(signals=...)``):
+
+    * ``signals=True`` (the default of ``TestSink.probe(event_time=True)``): a signal is an event in
+      the same queue as the elements, in arrival order. ``expect_next`` (and every other ``expect_*`` of
+      elements or termination) fails on a signal that is next, so a test states every signal where it
+      arrives: ``expect_next(a)``, ``expect_watermark(10)``, ``expect_next(b)``. ``expect_event``
+      returns ``("signal", sig)``; ``to_strict`` returns elements and signals in order.
+    * ``signals=False`` (the default of a plain probe: today's behaviour): signals go to a separate
+      queue; the element methods never see them, and ``expect_watermark``/``expect_idle``/
+      ``expect_signal`` read that queue in arrival order (their order against elements is not
+      checked). ``expect_no_message`` ignores them.
+
+    Watermarks coalesce on a connection (latest wins), so whether a watermark directly followed by a
+    larger one shows is a matter of timing: ``expect_watermark(w)`` accepts (and drops) watermarks
+    smaller than ``w`` that come right before it with nothing in between.
+    """
 
     __test__ = False
 
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, event_time: bool = False, signals: bool = False):
         self.timeout = timeout
+        self.event_time = event_time
+        self.signals_inline = signals
         self._events = _EventQueue("TestSubscriberProbe")
+        self._signal_queue: List[Signal] = []  # signals=False: the signals received, oldest first
         self._subscription = None
         self._request_seq = 0
         self._expected_frame = 0
@@ -232,8 +306,9 @@ class TestSubscriberProbe:
     def __atoll_detach__(self) -> "TestSubscriberProbe":
         """A copy for the driver once the probe's island has ended (see ``atoll._impl.actors.exports``):
         it holds the events not consumed yet; demand and cancel signals go nowhere."""
-        copy = TestSubscriberProbe(self.timeout)
+        copy = TestSubscriberProbe(self.timeout, self.event_time, self.signals_inline)
         copy._events.stash = [ev for ev in self._events.snapshot() if ev[0] != "subscribe"]
+        copy._signal_queue = list(self._signal_queue)
         copy._subscription = _EndedChannel()
         copy._request_seq = self._request_seq
         copy._expected_frame = self._expected_frame
@@ -241,7 +316,8 @@ class TestSubscriberProbe:
 
     def __reduce__(self):
         # only detached copies travel (live probes stay in their island as handles)
-        return (_rebuild_subscriber, (self.timeout, self._events.stash, self._request_seq, self._expected_frame))
+        return (_rebuild_subscriber, (self.timeout, self._events.stash, self._request_seq, self._expected_frame,
+                                      self.event_time, self.signals_inline, self._signal_queue))
 
     # -- subscriber protocol (called from the stream's island) ---------------------------------
     def on_subscribe(self, subscription) -> None:
@@ -257,21 +333,101 @@ class TestSubscriberProbe:
         self._events.put(("error", exc))
 
     # -- internals ---------------------------------------------------------------------------
+    def _expand(self, seq: int, frame: list) -> List[tuple]:
+        """The events of one frame (checked for its sequence number): its elements, with their
+        timestamps when the frame carries them, and its signals at their positions (or, with
+        ``signals=False``, signals appended to the separate signal queue)."""
+        if seq != self._expected_frame:
+            raise AssertionError(f"TestSubscriberProbe: frame #{seq} arrived, expected #{self._expected_frame}")
+        self._expected_frame += 1
+        sigs = ()
+        if frame and type(frame[-1]) is FrameSignals:
+            sigs = frame[-1].signals
+            frame = frame[:-1]
+        if frame and type(frame[-1]) is FrameTimestamps:
+            stamps = frame[-1].timestamps
+            frame = frame[:-1]
+            events = [_Next(e, t) for e, t in zip(frame, stamps)]
+        else:
+            events = [("next", e) for e in frame]
+        if not sigs:
+            return events
+        if not self.signals_inline:
+            self._signal_queue.extend(sig for _, sig in sigs)
+            return events
+        out: List[tuple] = []
+        i = 0
+        for pos, sig in sigs:
+            out.extend(events[i:pos])
+            i = max(i, pos)
+            out.append(("signal", sig))
+        out.extend(events[i:])
+        return out
+
+    def _expand_stash(self) -> None:
+        """Expand the raw frames left in the stash (a detached copy, or one stashed by a peek), in order."""
+        stash = self._events.stash
+        if any(ev[0] == "frame" for ev in stash):
+            out = []
+            for ev in stash:
+                if ev[0] == "frame":
+                    out.extend(self._expand(ev[1], ev[2]))
+                elif ev[0] == "subscribe":
+                    self._subscription = ev[1]
+                else:
+                    out.append(ev)
+            self._events.stash = out
+
+    def _receive(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for one raw event and add what it brings to the stash (or the signal
+        queue); False on timeout."""
+        try:
+            ev = self._events.q.get(timeout=timeout) if timeout > 0 else self._events.q.get_nowait()
+        except queue.Empty:
+            return False
+        if ev[0] == "subscribe":
+            self._subscription = ev[1]
+        elif ev[0] == "frame":
+            self._events.stash.extend(self._expand(ev[1], ev[2]))
+        else:
+            self._events.stash.append(ev)
+        return True
+
     def _next_event(self, what: str) -> tuple:
+        self._expand_stash()
+        deadline = time.monotonic() + self.timeout
+        stash = self._events.stash
         while True:
-            ev = self._events.next(self.timeout, what)
-            if ev[0] == "subscribe":
-                self._subscription = ev[1]
-                continue
-            if ev[0] == "frame":
-                seq, frame = ev[1], ev[2]
-                if seq != self._expected_frame:
-                    raise AssertionError(f"TestSubscriberProbe: frame #{seq} arrived, expected #{self._expected_frame}")
-                self._expected_frame += 1
-                rest = [("next", e) for e in frame]
-                self._events.stash[:0] = rest[1:]
-                return rest[0]
-            return ev
+            stash = self._events.stash
+            if stash:
+                return stash.pop(0)
+            if not self._receive(deadline - time.monotonic()):
+                raise AssertionError(f"TestSubscriberProbe: timeout ({self.timeout}s) while waiting for {what}")
+
+    def _next_signal(self, what: str) -> Signal:
+        """The next signal: the next event (``signals=True``, failing if it is no signal) or the head of
+        the signal queue."""
+        if self.signals_inline:
+            ev = self._next_event(what)
+            if ev[0] != "signal":
+                raise AssertionError(f"TestSubscriberProbe: expected {what}, got {ev!r}")
+            return ev[1]
+        self._expand_stash()
+        deadline = time.monotonic() + self.timeout
+        while not self._signal_queue:
+            if not self._receive(deadline - time.monotonic()):
+                raise AssertionError(f"TestSubscriberProbe: timeout ({self.timeout}s) while waiting for {what}")
+        return self._signal_queue.pop(0)
+
+    def _peek_signal(self) -> Optional[Signal]:
+        """The next signal if it is there already (nothing else before it), without taking it."""
+        self._expand_stash()
+        while self._receive(0.0):
+            pass
+        if self.signals_inline:
+            stash = self._events.stash
+            return stash[0][1] if stash and stash[0][0] == "signal" else None
+        return self._signal_queue[0] if self._signal_queue else None
 
     # -- test API ------------------------------------------------------------------------------
     def ensure_subscription(self) -> "TestSubscriberProbe":
@@ -311,6 +467,69 @@ class TestSubscriberProbe:
                 raise AssertionError(f"TestSubscriberProbe: expected element {want!r}, got {ev!r}")
             if ev[1] != want:
                 raise AssertionError(f"TestSubscriberProbe: expected element {want!r}, got {ev[1]!r}")
+        return self
+
+    def expect_next_with_timestamp(self, elem: Any = _UNSET, ts: Any = _UNSET) -> tuple:
+        """The next element and its event timestamp, as ``(elem, ts)``; asserts ``elem`` and ``ts`` when
+        given. The element must have come with a timestamp (a graph with event time: make the probe
+        with ``TestSink.probe(event_time=True)`` or put an event-time stage upstream)."""
+        what = "an element" if elem is _UNSET else f"element {elem!r}"
+        ev = self._next_event(what)
+        if ev[0] != "next":
+            raise AssertionError(f"TestSubscriberProbe: expected {what} with a timestamp, got {ev!r}")
+        if type(ev) is not _Next:
+            raise AssertionError(
+                f"TestSubscriberProbe: element {ev[1]!r} came without timestamps: the graph has no event-time "
+                "stage (use TestSink.probe(event_time=True))"
+            )
+        if elem is not _UNSET and ev[1] != elem:
+            raise AssertionError(f"TestSubscriberProbe: expected element {elem!r}, got {ev[1]!r} (ts {ev.ts!r})")
+        if ts is not _UNSET and ev.ts != ts:
+            raise AssertionError(f"TestSubscriberProbe: expected element {ev[1]!r} at timestamp {ts!r}, got ts {ev.ts!r}")
+        return ev[1], ev.ts
+
+    def expect_signal(self, signal: Any = _UNSET) -> Signal:
+        """The next control signal (asserting it equals ``signal`` when given)."""
+        what = "a signal" if signal is _UNSET else f"signal {signal!r}"
+        got = self._next_signal(what)
+        if signal is not _UNSET and got != signal:
+            raise AssertionError(f"TestSubscriberProbe: expected {what}, got {got!r}")
+        return got
+
+    def expect_watermark(self, timestamp: Any = _UNSET) -> Any:
+        """The next signal is a watermark (at ``timestamp`` when given); returns its timestamp. Smaller
+        watermarks right before it (nothing in between) are accepted and dropped: a connection may
+        coalesce such a run to its last one, so whether they show depends on timing."""
+        what = "a watermark" if timestamp is _UNSET else f"watermark {timestamp!r}"
+        skipped = []
+        while True:
+            try:
+                got = self._next_signal(what)
+            except AssertionError as e:
+                if skipped:
+                    raise AssertionError(f"{e} (after the smaller watermarks {skipped!r})") from None
+                raise
+            if type(got) is not Watermark:
+                raise AssertionError(f"TestSubscriberProbe: expected {what}, got signal {got!r}")
+            if timestamp is _UNSET or got.timestamp == timestamp:
+                return got.timestamp
+            if got.timestamp > timestamp:
+                raise AssertionError(f"TestSubscriberProbe: expected {what}, got {got!r}")
+            skipped.append(got.timestamp)
+
+    def expect_idle(self) -> "TestSubscriberProbe":
+        """The next signal is the ``IDLE`` marker."""
+        got = self._next_signal("the idle marker")
+        if type(got) is not Idle:
+            raise AssertionError(f"TestSubscriberProbe: expected the idle marker, got signal {got!r}")
+        return self
+
+    def expect_no_signal(self) -> "TestSubscriberProbe":
+        """No signal received and not consumed yet (``signals=False``: the signal queue is empty; with
+        ``signals=True``: the next event, if there is one already, is no signal). Does not wait."""
+        nxt = self._peek_signal()
+        if nxt is not None:
+            raise AssertionError(f"TestSubscriberProbe: expected no signal, got {nxt!r}")
         return self
 
     def expect_next_n(self, n_or_elems) -> List[Any]:
@@ -379,33 +598,34 @@ class TestSubscriberProbe:
         raise AssertionError(f"TestSubscriberProbe: expected element or error, got {ev!r}")
 
     def expect_event(self) -> tuple:
-        """The next raw event: ("next", e), ("complete",) or ("error", exc)."""
+        """The next raw event: ("next", e), ("complete",), ("error", exc), or with ``signals=True``
+        ("signal", sig)."""
         return self._next_event("an event")
 
     def expect_no_message(self, seconds: float = 0.1) -> "TestSubscriberProbe":
         """No element, completion or error for ``seconds`` (virtual seconds under a manual clock:
-        the clock is advanced, and what arrived meanwhile is checked without waiting)."""
+        the clock is advanced, and what arrived meanwhile is checked without waiting). A signal counts
+        as a message with ``signals=True`` only."""
         clock = _manual_clock(self._logic)
         if clock is not None:
             clock.advance(seconds)
             deadline = None
         else:
             deadline = time.monotonic() + seconds
+        self._expand_stash()
         while True:
+            stash = self._events.stash
+            if stash:
+                raise AssertionError(f"TestSubscriberProbe: expected no message for {seconds}s, got {stash[0]!r}")
             left = 0.0 if deadline is None else deadline - time.monotonic()
             if deadline is not None and left <= 0:
                 return self
-            ev = self._events.peek_none(left)
-            if ev is None:
+            if not self._receive(left):
                 return self
-            if ev[0] == "subscribe":
-                self._events.stash.pop(0)
-                self._subscription = ev[1]
-                continue
-            raise AssertionError(f"TestSubscriberProbe: expected no message for {seconds}s, got {ev!r}")
 
     def to_strict(self, timeout: float = DEFAULT_TIMEOUT) -> List[Any]:
-        """Request everything and collect until completion (fails on error)."""
+        """Request everything and collect until completion (fails on error). With ``signals=True`` the
+        list holds the signals too, in their places."""
         self.request(MAX_DEMAND)
         out = []
         deadline = time.monotonic() + timeout
@@ -415,7 +635,7 @@ class TestSubscriberProbe:
                 ev = self._next_event("completion")
             finally:
                 self.timeout = saved
-            if ev[0] == "next":
+            if ev[0] == "next" or ev[0] == "signal":
                 out.append(ev[1])
             elif ev[0] == "complete":
                 return out
@@ -430,17 +650,19 @@ class _EndedChannel:
         return lambda *args, **kwargs: None
 
 
-def _rebuild_subscriber(timeout, stash, request_seq, expected_frame) -> TestSubscriberProbe:
-    p = TestSubscriberProbe(timeout)
+def _rebuild_subscriber(timeout, stash, request_seq, expected_frame, event_time=False, signals=False,
+                        signal_queue=()) -> TestSubscriberProbe:
+    p = TestSubscriberProbe(timeout, event_time, signals)
     p._events.stash = list(stash)
+    p._signal_queue = list(signal_queue)
     p._subscription = _EndedChannel()
     p._request_seq = request_seq
     p._expected_frame = expected_frame
     return p
 
 
-def _rebuild_publisher(timeout, stash, seq, expected_request_seq, pending) -> TestPublisherProbe:
-    p = TestPublisherProbe(timeout)
+def _rebuild_publisher(timeout, stash, seq, expected_request_seq, pending, event_time=False) -> TestPublisherProbe:
+    p = TestPublisherProbe(timeout, event_time)
     p._events.stash = list(stash)
     p._subscriber = _EndedChannel()
     p._seq = seq
@@ -450,12 +672,14 @@ def _rebuild_publisher(timeout, stash, seq, expected_request_seq, pending) -> Te
 
 
 class _ProbeSource(SourceStage):
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, event_time: bool = False):
         super().__init__("TestSource")
         self.timeout = timeout
+        # an instance attribute: a plain probe stays a non-event-time stage
+        self.event_time = event_time
 
     def create_logic_and_materialized_value(self, attributes):
-        probe = TestPublisherProbe(self.timeout)
+        probe = TestPublisherProbe(self.timeout, self.event_time)
         size = attributes.get(InputBuffer).max
         logic = InputBoundary(probe, size, "TestSource", out=self.out)
         probe._logic = logic
@@ -463,12 +687,14 @@ class _ProbeSource(SourceStage):
 
 
 class _ProbeSink(SinkStage):
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, event_time: bool = False, signals: bool = False):
         super().__init__("TestSink")
         self.timeout = timeout
+        self.event_time = event_time
+        self.signals = signals
 
     def create_logic_and_materialized_value(self, attributes):
-        probe = TestSubscriberProbe(self.timeout)
+        probe = TestSubscriberProbe(self.timeout, self.event_time, self.signals)
         logic = OutputBoundary("TestSink", in_=self.in_)
         probe._logic = logic
         logic.publisher_ref.subscribe(probe)
@@ -481,10 +707,12 @@ class TestSource:
     __test__ = False
 
     @staticmethod
-    def probe(timeout: float = DEFAULT_TIMEOUT):
+    def probe(timeout: float = DEFAULT_TIMEOUT, event_time: bool = False):
+        """``event_time=True``: the probe is an event-time stage (the graph carries timestamps) and
+        ``send_next(x, ts=...)`` stamps the elements it sends; no ``with_timestamps`` is needed."""
         from ..dsl.source import Source
 
-        return Source.from_graph(_ProbeSource(timeout))
+        return Source.from_graph(_ProbeSource(timeout, event_time))
 
 
 class TestSink:
@@ -493,7 +721,11 @@ class TestSink:
     __test__ = False
 
     @staticmethod
-    def probe(timeout: float = DEFAULT_TIMEOUT):
+    def probe(timeout: float = DEFAULT_TIMEOUT, event_time: bool = False, signals: Optional[bool] = None):
+        """``event_time=True``: the probe is an event-time stage (so ``expect_next_with_timestamp`` works
+        even with no other event-time stage in the graph). ``signals``: whether control signals are
+        events in the element queue (True) or kept in a separate queue (False); default: ``event_time``.
+        See ``TestSubscriberProbe``."""
         from ..dsl.sink import Sink
 
-        return Sink.from_graph(_ProbeSink(timeout))
+        return Sink.from_graph(_ProbeSink(timeout, event_time, event_time if signals is None else bool(signals)))
