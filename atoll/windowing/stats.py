@@ -11,6 +11,9 @@ class WindowStats:
     ``late_dropped``/``late_diverted``: elements all of whose windows had expired; ``partially_late``: elements
     dropped from some but not all of their (sliding) windows; ``open_windows``: window states held now;
     ``watermark``: the operator's current watermark.
+
+    On ``Materializer.ray()`` the value is a handle to the counters in the island's actor: call
+    ``snapshot()`` for a live reading (after the graph ended it answers from the final counts).
     """
 
     __slots__ = ("late_dropped", "late_diverted", "partially_late", "open_windows", "watermark")
@@ -25,6 +28,13 @@ class WindowStats:
     def snapshot(self) -> Dict[str, Any]:
         """A plain dict copy of the counters at this moment."""
         return {name: getattr(self, name) for name in self.__slots__}
+
+    def __atoll_detach__(self) -> "WindowStats":
+        """The final copy a Ray island leaves behind for its driver-side handle."""
+        copy = WindowStats()
+        for name in self.__slots__:
+            setattr(copy, name, getattr(self, name))
+        return copy
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
