@@ -3,8 +3,10 @@ Spark, then an infinite graph stopped from the driver with a kill switch.
 
 1. Spark generates a DataFrame of synthetic click events (user, page, dwell time, timestamp).
 2. ``Source.from_spark`` streams it partition by partition into the graph; the *enrich* island parses each
-   event (seconds, hour of day, purchase flag); the *aggregate* island keeps per-user totals; ``Sink.to_spark``
-   hands the totals back to Spark as a DataFrame, whose top rows are printed with the throughput.
+   event (event time in ms, seconds, purchase flag); the *aggregate* island stamps the events with their
+   click time and counts them per user in 1-minute tumbling event-time windows; ``Sink.to_spark`` hands the
+   windows back to Spark as a DataFrame, whose top rows are printed with the throughput and the window
+   counters (late events, open windows).
 3. ``Source.repeat`` feeds an infinite graph across two islands; the driver stops it with a kill switch and
    prints how long the stop took and how many island actors are left (none).
 
@@ -19,11 +21,12 @@ import sys
 import time
 from typing import Any, Dict
 
-from . import Keep, KillSwitches, Materializer, Sink, Source
+from . import Aggregate, Keep, KillSwitches, Materializer, Sink, Source
 from .materializer.progress import progress
 
 PAGES = ("home", "search", "product", "cart", "checkout")
-TOTALS_SCHEMA = "user_id int, events long, purchases long, dwell_s double, favourite_page string, last_hour int"
+USERS = 200
+WINDOWS_SCHEMA = "user_id int, window_start timestamp, events long, purchases long, dwell_s double"
 
 
 def click_events(spark, n: int):
@@ -31,41 +34,38 @@ def click_events(spark, n: int):
     pages = ", ".join(f"'{p}'" for p in PAGES)
     return spark.range(0, n, numPartitions=8).selectExpr(
         "id as event_id",
-        "cast(floor(rand(7) * 2000) as int) as user_id",
+        f"cast(floor(rand(7) * {USERS}) as int) as user_id",
         f"element_at(array({pages}), cast(floor(rand(11) * 5) as int) + 1) as page",
         "cast(floor(rand(13) * 120000) as int) as dwell_ms",
-        "timestamp_seconds(1767225600 + id * 3) as ts",
+        "timestamp_millis(1767225600000 + id * 50) as ts",
     )
 
 
 def enrich(event: Dict[str, Any]) -> Dict[str, Any]:
-    """Parse one click event into what the aggregation needs."""
+    """Parse one click event into what the aggregation needs (its event time in epoch milliseconds)."""
     return {
         "user_id": event["user_id"],
-        "page": event["page"],
+        "ts_ms": int(event["ts"].timestamp() * 1000),
         "dwell_s": event["dwell_ms"] / 1000.0,
         "purchase": event["page"] == "checkout",
-        "hour": event["ts"].hour,
     }
 
 
-def add_event(totals: Dict[int, list], e: Dict[str, Any]) -> Dict[int, list]:
-    """Per-user running totals: [events, purchases, dwell seconds, page counts, last hour]."""
-    t = totals.get(e["user_id"])
-    if t is None:
-        t = totals[e["user_id"]] = [0, 0, 0.0, dict.fromkeys(PAGES, 0), 0]
-    t[0] += 1
-    t[1] += e["purchase"]
-    t[2] += e["dwell_s"]
-    t[3][e["page"]] += 1
-    t[4] = e["hour"]
-    return totals
+#: per user and minute: (events, purchases, dwell seconds)
+CLICKS = Aggregate(
+    create=lambda: (0, 0, 0.0),
+    add=lambda acc, e: (acc[0] + 1, acc[1] + e["purchase"], acc[2] + e["dwell_s"]),
+    merge=lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2]),
+)
 
 
-def user_rows(totals: Dict[int, list]):
-    for user, (events, purchases, dwell, pages, hour) in sorted(totals.items()):
-        yield {"user_id": user, "events": events, "purchases": purchases, "dwell_s": round(dwell, 3),
-               "favourite_page": max(pages, key=pages.get), "last_hour": hour}
+def window_row(w) -> Dict[str, Any]:
+    """One fired window as a row for Spark."""
+    import datetime
+
+    events, purchases, dwell = w.value
+    return {"user_id": w.key, "window_start": datetime.datetime.fromtimestamp(w.start / 1000),
+            "events": events, "purchases": purchases, "dwell_s": round(dwell, 3)}
 
 
 def _alive_islands(graph) -> int:
@@ -97,22 +97,27 @@ def spark_job(mat, spark, n: int) -> None:
     events = click_events(spark, n)
     print(f"Spark: {n:,} click events in {events.rdd.getNumPartitions()} partitions", flush=True)
     t0 = time.perf_counter()
-    totals_df = (
+    stats, windows_df = (
         Source.from_spark(events)
         .map(enrich)
         .island(name="atoll-demo-enrich")
-        .fold({}, add_event)
-        .map_concat(user_rows)
+        .with_timestamps(lambda e: e["ts_ms"], max_out_of_orderness=5_000)
+        .tumbling_window(60_000, key=lambda e: e["user_id"], aggregate=CLICKS)
+        .map(window_row)
         .island(name="atoll-demo-aggregate")
-        .run_with(Sink.to_spark(TOTALS_SCHEMA), mat)
+        .to_mat(Sink.to_spark(WINDOWS_SCHEMA), Keep.both)
+        .run(mat)
     )
     graph = mat.running_graphs()[-1]
     with progress(graph, interval=1.0, out=sys.stdout, label="spark job"):
-        df = totals_df.result()
+        df = windows_df.result()
     dt = time.perf_counter() - t0
     print(f"Spark -> Atoll -> Spark: {n:,} events in {dt:.1f}s ({n / dt:,.0f} events/s)")
-    print(f"per-user totals: a Spark DataFrame of {df.count():,} rows; the most active users:")
-    df.orderBy(df.events.desc(), df.user_id).show(5, truncate=False)
+    counters = stats.snapshot()
+    print(f"per-user 1-minute event-time windows: a Spark DataFrame of {df.count():,} rows "
+          f"(late events dropped: {counters['late_dropped']}, windows left open: {counters['open_windows']}); "
+          "the busiest user-minutes:")
+    df.orderBy(df.events.desc(), df.user_id, df.window_start).show(5, truncate=False)
 
 
 def kill_switch_job(mat) -> None:
