@@ -396,7 +396,6 @@ class TestSubscriberProbe:
     def _next_event(self, what: str) -> tuple:
         self._expand_stash()
         deadline = time.monotonic() + self.timeout
-        stash = self._events.stash
         while True:
             stash = self._events.stash
             if stash:
