@@ -111,3 +111,37 @@ def test_with_timestamps_chunked_delays_watermarks_only_where_no_element_lies_be
         for x, w_chunk, w_elem in zip(items, seen(got), seen(want)):
             if w_elem is not None and x < w_elem:
                 assert w_chunk == w_elem, (x, w_chunk, w_elem)
+
+
+def _run_through_stateless(events, bound, settings):
+    from atoll import Attributes, Supervision
+
+    def shift(e):
+        if e[1] == 7:
+            raise ValueError("seven")
+        return (e[0], e[1] * 10, e[2])
+
+    m = Materializer.local(**settings)
+    try:
+        mid = (Flow().map(shift).filter(lambda e: e[1] != 30).filter_not(lambda e: e[1] == 50)
+               .with_attributes(Attributes.supervision_strategy(Supervision.resuming_decider)))
+        graph = (Source.from_iterator(lambda: iter(events))
+                 .with_timestamps(lambda e: e[2], max_out_of_orderness=bound)
+                 .via(mid)
+                 .tumbling_window(10, key=lambda e: e[0], aggregate=Aggregate.collect())
+                 .to_mat(Sink.seq(), Keep.both))
+        stats, out = graph.run(m)
+        return out.result(10), stats.snapshot()
+    finally:
+        m.shutdown()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_map_and_filter_keep_each_elements_timestamp_on_chunks(seed):
+    rng = random.Random(33_000 + seed)
+    events = _events(rng, rng.randint(1, 150))
+    bound = rng.choice([0, 4])
+    want = _run_through_stateless(events, bound, dict(fusion=False))
+    assert sum(len(w.value) for w in want[0]) > 0
+    for chunk in (1, 5, 1024):
+        assert _run_through_stateless(events, bound, dict(chunk_size=chunk)) == want, chunk

@@ -27,9 +27,13 @@ def _push_or_pull(logic, res: list) -> None:
 
 class _StatelessChunkForm(ChunkFlow):
     """Chunk form of a one-in one-out logic that keeps no elements: demand passes upstream, capped by
-    the stage's chunk budget (``atoll.stage.chunk_budget``) because it calls user code."""
+    the stage's chunk budget (``atoll.stage.chunk_budget``) because it calls user code. In event-time
+    graphs a chunk with timestamps takes the stamped path (each output keeps its element's timestamp)."""
 
     budget = None
+
+    def chunk_timestamps(self) -> bool:
+        return True
 
     def enable_chunks(self, chunk_size: int) -> None:
         super().enable_chunks(chunk_size)
@@ -91,7 +95,11 @@ class _MapLogic(_StatelessChunkForm, FlowLogic):
         """Map every element of the chunk in order; a failure (or a ``None`` result) is supervised
         at its element: Stop pushes the results before it and then fails, Resume/Restart drop it."""
         fn = self.fn
-        it = iter(self.grab(self.in_))
+        chunk = self.grab(self.in_)
+        if self._ts is not None:
+            self._map_stamped(chunk, self._ts)
+            return
+        it = iter(chunk)
         res: list = []
         ap = res.append
         while True:
@@ -105,6 +113,27 @@ class _MapLogic(_StatelessChunkForm, FlowLogic):
             except Exception as e:  # noqa: BLE001
                 if not supervise_chunk(self, e, res):
                     return
+        _push_or_pull(self, res)
+
+
+    def _map_stamped(self, chunk: list, stamps: list) -> None:
+        """Event time: each result keeps its element's timestamp; a dropped element drops its timestamp."""
+        fn = self.fn
+        res: list = []
+        kept: list = []
+        for i, x in enumerate(chunk):
+            try:
+                y = fn(x)
+                if y is None:
+                    raise self._none_error()
+            except Exception as e:  # noqa: BLE001
+                self._ts = kept  # what supervise_chunk pushes before a Stop carries these
+                if not supervise_chunk(self, e, res):
+                    return
+                continue
+            res.append(y)
+            kept.append(stamps[i])
+        self._ts = kept
         _push_or_pull(self, res)
 
 
@@ -155,7 +184,11 @@ class _FilterLogic(_StatelessChunkForm, FlowLogic):
     def on_push_chunk(self):
         """Keep the passing elements of the chunk; an empty result pulls again with the same demand."""
         pred = self.pred
-        it = iter(self.grab(self.in_))
+        chunk = self.grab(self.in_)
+        if self._ts is not None:
+            self._filter_stamped(chunk, self._ts)
+            return
+        it = iter(chunk)
         res: list = []
         pick = itertools.filterfalse if self.negate else filter
         while True:
@@ -165,6 +198,26 @@ class _FilterLogic(_StatelessChunkForm, FlowLogic):
             except Exception as e:  # noqa: BLE001
                 if not supervise_chunk(self, e, res):
                     return
+        _push_or_pull(self, res)
+
+
+    def _filter_stamped(self, chunk: list, stamps: list) -> None:
+        """Event time: the passing elements keep their timestamps."""
+        pred, negate = self.pred, self.negate
+        res: list = []
+        kept: list = []
+        for i, x in enumerate(chunk):
+            try:
+                passes = bool(pred(x)) != negate
+            except Exception as e:  # noqa: BLE001
+                self._ts = kept
+                if not supervise_chunk(self, e, res):
+                    return
+                continue
+            if passes:
+                res.append(x)
+                kept.append(stamps[i])
+        self._ts = kept
         _push_or_pull(self, res)
 
 
