@@ -141,14 +141,27 @@ class Source(FlowOps, GraphOps, EventTimeOps, Blueprint):
         return Source.from_graph(S.TickSource(initial_delay, interval, tick))
 
     @staticmethod
-    def from_spark(df: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None) -> "Source":
+    def from_spark(df: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None,
+                   timestamp_column: Optional[str] = None, max_out_of_orderness=0) -> "Source":
         """Stream a Spark DataFrame, fetching its partitions into Ray as demand arrives: rows as dicts
         (``rows``), ``pyarrow.RecordBatch``\\ es (``arrow``) or pandas DataFrames (``pandas``) of at most
         ``max_rows_per_batch`` rows. Spark computes and caches the DataFrame when the graph starts; see
-        :mod:`atoll.interop.spark_source` for what is streamed and what memory it takes."""
+        :mod:`atoll.interop.spark_source` for what is streamed and what memory it takes.
+        ``timestamp_column``: rows carry that column as their event timestamp (a timestamp column as epoch
+        milliseconds, a numeric one as it is), with bounded out-of-orderness watermarks
+        (``with_timestamps``); rows only."""
         from ..interop.spark_source import SparkSource
 
-        return Source.from_graph(SparkSource(df, as_, max_rows_per_batch))
+        source = Source.from_graph(SparkSource(df, as_, max_rows_per_batch))
+        if timestamp_column is None:
+            return source
+        if as_ != "rows":
+            raise ValueError(f"from_spark: timestamp_column needs as_='rows' (one timestamp per element), got {as_!r}")
+        columns = list(getattr(df, "columns", []) or [])
+        if timestamp_column not in columns:
+            raise ValueError(f"from_spark: timestamp_column {timestamp_column!r} is not a column of the DataFrame "
+                             f"(columns: {columns})")
+        return source.with_timestamps(_column_timestamp(timestamp_column), max_out_of_orderness=max_out_of_orderness)
 
     @staticmethod
     def from_parquet(path: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None,
@@ -164,6 +177,17 @@ class Source(FlowOps, GraphOps, EventTimeOps, Blueprint):
         from ..interop.ray_dataset import ray_dataset_source
 
         return Source.from_graph(ray_dataset_source(ds, as_, max_rows_per_batch))
+
+
+def _column_timestamp(column: str):
+    """The event time of a row: a datetime column as epoch milliseconds, a number as it is."""
+    def ts(row):
+        value = row[column]
+        if hasattr(value, "timestamp"):
+            return int(value.timestamp() * 1000)
+        return value
+
+    return ts
 
 
 def _check_flow(flow, op: str) -> None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 from ..stage.handlers import InHandler
 from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
 from .._impl.ops.sinks import _PromiseSinkLogic
+from ..windowing import Window
 from .errors import SchemaMismatchError
 
 __all__ = ["ArrowBlockSink", "BlockLogic", "ROWS_PER_BLOCK", "finish_on_driver", "with_shape_of"]
@@ -34,6 +35,12 @@ ROWS_PER_BLOCK = 65536
 
 def _is_row(elem: Any) -> bool:
     return isinstance(elem, dict) or (isinstance(elem, tuple) and hasattr(elem, "asDict"))
+
+
+def window_row(w: Window) -> dict:
+    """A fired event-time window as a row: its fields flattened to columns key, start, end, value, timing
+    (``superseded`` stays out: a session's replaced windows are for upserting sinks)."""
+    return {"key": w.key, "start": w.start, "end": w.end, "value": w.value, "timing": w.timing}
 
 
 def _is_batch(elem: Any) -> bool:
@@ -126,6 +133,8 @@ class BlockLogic(_PromiseSinkLogic):
         """Check and gather one element (raises ``SchemaMismatchError`` when it does not fit)."""
         index = self.count
         self.count += 1
+        if type(elem) is Window:
+            elem = window_row(elem)
         if type(elem) is dict or _is_row(elem):
             if not self.rows:
                 self.rows_base = index
@@ -136,8 +145,8 @@ class BlockLogic(_PromiseSinkLogic):
             self._flush_rows()
             self._put(self._conform(elem, index))
         else:
-            raise SchemaMismatchError(None, "a row dict, a pyspark Row, a pyarrow Table/RecordBatch or a "
-                                      "pandas DataFrame", type(elem).__name__, index)
+            raise SchemaMismatchError(None, "a row dict, a pyspark Row, an atoll Window, a pyarrow Table/RecordBatch "
+                                      "or a pandas DataFrame", type(elem).__name__, index)
 
     def final_value(self) -> Any:
         """Flush what is gathered and return the sink's value (raises like ``accept``)."""

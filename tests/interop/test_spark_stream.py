@@ -289,3 +289,29 @@ def test_ray_dataset_edges(anymat):
     assert sorted(r["sq"] for r in out.take_all()) == [i * i for i in range(2500)]
     batches = Source.from_ray_dataset(out, as_="arrow").run_with(Sink.seq(), anymat).result(120)
     assert sum(b.num_rows for b in batches) == 2500
+
+
+def test_from_spark_timestamp_column_feeds_event_time_windows_and_to_spark_takes_windows(spark, anymat):
+    from atoll import Aggregate
+
+    df = spark.range(0, 300, numPartitions=3).selectExpr(
+        "id", "cast(id % 3 as int) as user", "timestamp_millis(1767225600000 + id * 1000) as ts")
+    stats, windows = (Source.from_spark(df, timestamp_column="ts", max_out_of_orderness=0)
+                      .tumbling_window(60_000, key=lambda r: r["user"], aggregate=Aggregate.count())
+                      .island()
+                      .to_mat(Sink.to_spark("key int, start long, end long, value long, timing string"), Keep.both)
+                      .run(anymat))
+    got = sorted((r.key, r.start, r.value, r.timing) for r in windows.result(60).collect())
+    base = 1767225600000
+    want = sorted((u, base + m * 60_000, sum(1 for i in range(m * 60, m * 60 + 60) if i < 300 and i % 3 == u),
+                   "on_time") for u in range(3) for m in range(5))
+    assert got == want
+    assert stats.snapshot()["late_dropped"] == 0
+
+
+def test_from_spark_timestamp_column_is_checked_when_built(spark):
+    df = spark.range(0, 3).selectExpr("id", "timestamp_millis(id) as ts")
+    with pytest.raises(ValueError, match="from_spark: timestamp_column 'nope'"):
+        Source.from_spark(df, timestamp_column="nope")
+    with pytest.raises(ValueError, match="as_='rows'"):
+        Source.from_spark(df, as_="arrow", timestamp_column="ts")
