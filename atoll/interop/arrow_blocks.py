@@ -22,7 +22,7 @@ import pyarrow as pa
 from ..stage.handlers import InHandler
 from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
 from .._impl.ops.sinks import _PromiseSinkLogic
-from ..windowing import Window
+from ..windowing import Late, Window
 from .errors import SchemaMismatchError
 
 __all__ = ["ArrowBlockSink", "BlockLogic", "ROWS_PER_BLOCK", "finish_on_driver", "with_shape_of"]
@@ -39,7 +39,8 @@ def _is_row(elem: Any) -> bool:
 
 def window_row(w: Window) -> dict:
     """A fired event-time window as a row: its fields flattened to columns key, start, end, value, timing
-    (``superseded`` stays out: a session's replaced windows are for upserting sinks)."""
+    (``superseded`` stays out: a session's replaced windows are for upserting sinks). ``Late`` records become
+    rows of value, timestamp and watermark."""
     return {"key": w.key, "start": w.start, "end": w.end, "value": w.value, "timing": w.timing}
 
 
@@ -135,6 +136,8 @@ class BlockLogic(_PromiseSinkLogic):
         self.count += 1
         if type(elem) is Window:
             elem = window_row(elem)
+        elif type(elem) is Late:
+            elem = {"value": elem.value, "timestamp": elem.timestamp, "watermark": elem.watermark}
         if type(elem) is dict or _is_row(elem):
             if not self.rows:
                 self.rows_base = index
