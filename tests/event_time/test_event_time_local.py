@@ -277,6 +277,24 @@ def test_empty_stream_emits_nothing_and_completes(mat):
     assert got == [] and stats.open_windows == 0
 
 
+def test_results_wait_for_demand_and_carry_their_max_timestamp(mat):
+    """Results are pushed only on demand, each stamped with its window's max timestamp; completion comes
+    after the last flushed result. (Signals go to the probe's side queue: where a watermark shows among
+    results depends on chunk cuts.)"""
+    events = [(t, "k") for t in range(0, 50, 5)]  # windows of size 10, two elements each
+    probe = Source.from_iterable(events).with_timestamps(ts0).tumbling_window(
+        10, aggregate=Aggregate.count()).run_with(TestSink.probe(event_time=True, signals=False), mat)
+    probe.request(1)
+    assert probe.expect_next_with_timestamp() == (Window(None, 0, 10, 2), 9)
+    probe.expect_no_message(0.2)  # [10,20) fired (at W=20) but nothing was requested
+    probe.request(10)
+    assert probe.expect_next_with_timestamp() == (Window(None, 10, 20, 2), 19)
+    assert probe.expect_next_with_timestamp() == (Window(None, 20, 30, 2), 29)
+    assert probe.expect_next_with_timestamp() == (Window(None, 30, 40, 2), 39)
+    assert probe.expect_next_with_timestamp() == (Window(None, 40, 50, 2), 49)
+    probe.expect_complete()
+
+
 # ============================================================================ 7. timestamps through operators
 
 EVENTS7 = disordered(n=120, seed=11, bound=12)
