@@ -153,11 +153,3 @@ class StageWasCompleted(NonFailureCancellation):
 #: Shared instances used as cancellation causes (as Pekko's singletons).
 NO_MORE_ELEMENTS_NEEDED = NoMoreElementsNeeded()
 STAGE_WAS_COMPLETED = StageWasCompleted()
-
-
-class TooManyWindowsError(StreamError):
-    """A window operator would hold more open windows than its ``max_open_windows``."""
-
-
-class MissingTimestampError(StreamError):
-    """An element's timestamp function raised or returned ``None``."""
