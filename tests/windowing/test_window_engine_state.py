@@ -108,7 +108,7 @@ def test_pane_and_per_window_sliding_agree(seed, size, slide, lateness, accumula
     out = drive(panes, steps)
     assert out == drive(per_window, steps)
     assert panes.stats.snapshot() == per_window.stats.snapshot()
-    assert panes._panes == {} and panes._wins == {}
+    assert panes._keys == {} and panes._wins == {}
     if slide == size:
         tumbling = WindowEngine("w", Tumbling(size), lambda x: x % 2, Aggregate.sum(), allowed_lateness=lateness,
                                 accumulate=accumulate)
@@ -147,3 +147,82 @@ def test_sessions_match_a_brute_force_model(seed):
             cur = [t, t + gap, [t]]
             sessions.append(cur)
     assert [(r.start, r.end, sorted(r.value)) for r, _ in out] == [(s, en, v) for s, en, v in sessions]
+
+
+def gappy_script(seed, n=400, jump=40):
+    """Like ``script`` with gaps longer than a window now and then, and keys that pause (elements of a key are
+    dropped for a while), so keys have empty panes and windows with no elements between their bursts."""
+    rnd = random.Random(seed)
+    steps, high = [], 0
+    for _ in range(n):
+        if rnd.random() < 0.03:
+            high += rnd.randint(jump // 2, jump)
+        ts = high + rnd.randint(-12, 6)
+        high = max(high, ts)
+        if (ts // 25) % 3 != ts % 3:             # key ts % 3 pauses one 25-tick period in three
+            steps.append(el(ts))
+        if rnd.random() < 0.3:
+            steps.append(wm(high - rnd.randint(0, 8)))
+    return steps + [END]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("slide", [12, 6, 4, 3, 2, 1])
+@pytest.mark.parametrize("lateness, accumulate", [(0, True), (7, True), (7, False), (30, True)])
+def test_panes_agree_with_per_window_as_the_slide_shrinks_with_late_elements_and_gaps(seed, slide, lateness,
+                                                                                       accumulate):
+    """The FIFO aggregation of panes against one accumulator per window: late elements into fired windows and
+    into panes already aggregated, partially late elements, keys with gaps, restore mid-stream."""
+    steps = gappy_script(seed)
+    fold = Aggregate.fold(0, lambda a, e: a + e)
+
+    def make(agg):
+        return WindowEngine("w", Sliding(12, slide), lambda x: x % 3, agg, allowed_lateness=lateness,
+                            accumulate=accumulate)
+
+    panes, per_window = make(Aggregate.sum()), make(fold)
+    assert type(panes).__name__ == "PaneSlidingEngine" and type(per_window).__name__ == "FixedWindowEngine"
+    out = drive(panes, steps)
+    assert out == drive(per_window, steps)
+    assert panes.stats.snapshot() == per_window.stats.snapshot()
+    assert panes._keys == {} and panes._wins == {} and panes._pane_exp == {}
+    if lateness:
+        assert any(r.timing == "late" for r, _ in out)
+    cut = len(steps) // 3
+    first = make(Aggregate.sum())
+    head = drive(first, steps[:cut])
+    second = make(Aggregate.sum())
+    second.restore_state(pickle.loads(pickle.dumps(first.snapshot_state())))
+    assert head + drive(second, steps[cut:]) == out
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("slide", [10, 5, 2, 1])
+def test_pane_collect_keeps_pane_order_and_owns_its_results(seed, slide):
+    """collect() merges mutate their first argument: no emitted list, pane or held aggregate is shared; each
+    window holds exactly its elements (sorted by pane, arrival order inside a pane)."""
+    steps = gappy_script(seed, 250)
+    e = WindowEngine("w", Sliding(10, slide), None, Aggregate.collect(), allowed_lateness=6)
+    s = WindowEngine("w", Sliding(10, slide), None, Aggregate.sum(), allowed_lateness=6)
+    out, sums = drive(e, steps), drive(s, steps)
+    assert [(r.start, r.end, r.timing) for r, _ in out] == [(r.start, r.end, r.timing) for r, _ in sums]
+    for (r, _), (t, _) in zip(out, sums):
+        assert sum(r.value) == t.value and all(r.start <= v < r.end for v in r.value)
+        assert [v // slide for v in r.value] == sorted(v // slide for v in r.value)
+        r.value.append("mutated")                 # the results are the caller's
+    assert all("mutated" not in r.value[:-1] for r, _ in out)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_key_merges_over_a_gap_without_empty_panes(seed):
+    """A key seen twice far apart (size 1000, slide 1): only its two panes exist; the windows holding one of
+    them fire with the right sums and nothing is materialized for the empty panes between."""
+    e = WindowEngine("w", Sliding(1000, 1), None, Aggregate.sum())
+    rnd = random.Random(seed)
+    a, b = rnd.randint(0, 100), rnd.randint(300, 900)
+    out = drive(e, [el(a), el(b)])
+    assert len(e._keys[None].panes) == 2 and e.open_windows() == 1000 + (b - a)
+    out = drive(e, [END])
+    assert len(out) == 1000 + (b - a)
+    for r, _ in out:
+        assert r.value == (a if r.start <= a < r.end else 0) + (b if r.start <= b < r.end else 0)
