@@ -145,3 +145,27 @@ def test_map_and_filter_keep_each_elements_timestamp_on_chunks(seed):
     assert sum(len(w.value) for w in want[0]) > 0
     for chunk in (1, 5, 1024):
         assert _run_through_stateless(events, bound, dict(chunk_size=chunk)) == want, chunk
+
+
+@pytest.mark.parametrize("settings", [dict(fusion=False), dict(chunk_size=4)])
+def test_the_timestamp_function_runs_once_per_element_whatever_it_returns(settings):
+    import numpy as np
+
+    calls = []
+
+    def ts(x):
+        calls.append(x)
+        if x == 3:
+            raise ValueError("no time")
+        return np.int64(x * 10) if x % 2 else float(x * 10)
+
+    m = Materializer.local(**settings)
+    try:
+        fut = Source.from_iterator(lambda: iter(range(6))).with_timestamps(ts).run_with(Sink.seq(), m)
+        with pytest.raises(Exception) as info:
+            fut.result(10)
+    finally:
+        m.shutdown()
+    assert type(info.value).__name__ == "MissingTimestampError" and "element #3" in str(info.value)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert calls == [0, 1, 2, 3]

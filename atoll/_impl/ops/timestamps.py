@@ -11,6 +11,7 @@ swallowed (a second assigner replaces timestamps and watermarks, as in Flink); o
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable, Optional
 
 from ...errors import MissingTimestampError
@@ -38,9 +39,21 @@ def timestamp_of(op: str, fn: Callable[[Any], Any], elem: Any, index: int) -> An
     try:
         ts = fn(elem)
     except Exception as e:  # noqa: BLE001 - any failure of the user's function means no timestamp
-        raise MissingTimestampError(f"{op}: the timestamp function raised on element #{index} ({elem!r}): {e!r}") from e
+        raise raised_timestamp(op, elem, index, e) from e
+    return checked_timestamp(op, ts, elem, index)
+
+
+def raised_timestamp(op: str, elem: Any, index: int, cause: BaseException) -> MissingTimestampError:
+    """The error for a timestamp function that raised ``cause`` on element #``index``."""
+    err = MissingTimestampError(f"{op}: the timestamp function raised on element #{index} ({elem!r}): {cause!r}")
+    err.__cause__ = cause
+    return err
+
+
+def checked_timestamp(op: str, ts: Any, elem: Any, index: int) -> Any:
+    """``ts`` if it is a real number (int, float, numpy scalars; not a bool), else ``MissingTimestampError``."""
     t = type(ts)
-    if t is int or t is float or (not isinstance(ts, bool) and isinstance(ts, (int, float))):
+    if t is int or t is float or (not isinstance(ts, bool) and isinstance(ts, numbers.Real)):
         return ts
     raise MissingTimestampError(
         f"{op}: element #{index} ({elem!r}) has no usable timestamp: the function returned {ts!r} "
@@ -100,10 +113,10 @@ class _WithTimestampsLogic(TimerGraphStageLogic, InHandler, OutHandler):
         super().__init__(stage.shape)
         self.in_, self.out = stage.in_, stage.out
         self.ts_fn = stage.ts_fn
-        self.bound = stage.bound
-        self.granularity = stage.granularity
-        self.partition = stage.partition
-        self.idle_timeout = stage.idle_timeout
+        self.bound = getattr(stage, "bound", 0)
+        self.granularity = getattr(stage, "granularity", None)
+        self.partition = getattr(stage, "partition", None)
+        self.idle_timeout = getattr(stage, "idle_timeout", None)
         self.decider = decider
         self.index = 0  # elements seen, for error messages
         self.last = _NEG_INF  # the last watermark emitted
@@ -195,13 +208,10 @@ class _WithTimestampsLogic(TimerGraphStageLogic, InHandler, OutHandler):
             try:
                 t = ts_fn(x)
                 if type(t) is not int and type(t) is not float:
-                    t = timestamp_of("with_timestamps", ts_fn, x, index + i)
+                    t = checked_timestamp("with_timestamps", t, x, index + i)
             except Exception as e:  # noqa: BLE001
                 if type(e) is not MissingTimestampError:
-                    try:
-                        timestamp_of("with_timestamps", ts_fn, x, index + i)
-                    except MissingTimestampError as m:
-                        e = m
+                    e = raised_timestamp("with_timestamps", x, index + i, e)
                 if supervise_quietly(self.decider, e, self):
                     continue
                 failure = e
@@ -337,18 +347,8 @@ class WithWatermarks(FlowStage):
 
 class _WithWatermarksLogic(_WithTimestampsLogic):
     def __init__(self, stage: WithWatermarks, decider):
-        TimerGraphStageLogic.__init__(self, stage.shape)
-        self.in_, self.out = stage.in_, stage.out
-        self.ts_fn = stage.ts_fn
+        super().__init__(stage, decider)
         self.watermark_fn = stage.watermark_fn
-        self.decider = decider
-        self.index = 0
-        self.last = _NEG_INF
-        self.highest = {}
-        self.active = set()
-        self.idle = False
-        self.set_handler(self.in_, self)
-        self.set_handler(self.out, self)
 
     def on_push(self) -> None:
         elem = self.grab(self.in_)

@@ -230,14 +230,8 @@ class _WindowLogic(TimerGraphStageLogic, InHandler, OutHandler):
     def on_signal(self, signal) -> None:
         if type(signal) is Watermark:
             w = signal.timestamp
-            buf = self.buf
-            try:
-                self.engine.on_watermark(w, buf)
-            except Exception as e:  # noqa: BLE001 - an aggregate's result/merge function
-                buf.clear()
-                self.fail_stage(e)
+            if not self._run_engine(self.engine.on_watermark, w):
                 return
-            self._take(buf)
             if self.forwarded is not None and w <= self.forwarded:
                 self._drain()
                 return
@@ -245,27 +239,26 @@ class _WindowLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.queue.append(signal)
         self._drain()
 
-    def on_timer(self, key) -> None:
+    def _run_engine(self, step, *args) -> bool:
+        """Run an engine step that fires windows (its results go to the queue); a raising aggregate
+        function (result/merge at firing time) fails the stage: False."""
         buf = self.buf
         try:
-            self.engine.fire_early(buf)
+            step(*args, buf)
         except Exception as e:  # noqa: BLE001
             buf.clear()
             self.fail_stage(e)
-            return
-        if buf:
-            self._take(buf)
+            return False
+        self._take(buf)
+        return True
+
+    def on_timer(self, key) -> None:
+        if self._run_engine(self.engine.fire_early):
             self._drain()
 
     def on_upstream_finish(self) -> None:
-        buf = self.buf
-        try:
-            self.engine.on_end(buf)
-        except Exception as e:  # noqa: BLE001
-            buf.clear()
-            self.fail_stage(e)
+        if not self._run_engine(self.engine.on_end):
             return
-        self._take(buf)
         self.upstream_done = True
         if self.early_every is not None:
             self.cancel_timer("early")
