@@ -52,7 +52,20 @@ TerminalSignal = Union[StreamCompleted, StreamFailed]
 _COMPLETED = StreamCompleted()
 
 
-class FrameSignals:
+class _FrameTail:
+    """An item after a frame's elements carrying one list about them (never an element itself):
+    pickles and prints as ``Kind(list)``."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (type(self), (getattr(self, self.__slots__[0]),))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({getattr(self, self.__slots__[0])!r})"
+
+
+class FrameSignals(_FrameTail):
     """Last item of a frame that carries control signals: ``(position, signal)`` pairs, the position
     being the number of the frame's elements that precede the signal. Frames without signals carry
     no such item, so the element path pays one type check per frame; signals never count as demand."""
@@ -62,14 +75,8 @@ class FrameSignals:
     def __init__(self, signals: list):
         self.signals = signals
 
-    def __reduce__(self):
-        return (FrameSignals, (self.signals,))
 
-    def __repr__(self):
-        return f"FrameSignals({self.signals!r})"
-
-
-class FrameTimestamps:
+class FrameTimestamps(_FrameTail):
     """Frame item in event-time graphs: the timestamps of the frame's elements, one per element, in
     order. It follows the elements (before a ``FrameSignals`` item); frames of graphs without event
     time never carry one."""
@@ -78,12 +85,6 @@ class FrameTimestamps:
 
     def __init__(self, timestamps: list):
         self.timestamps = timestamps
-
-    def __reduce__(self):
-        return (FrameTimestamps, (self.timestamps,))
-
-    def __repr__(self):
-        return f"FrameTimestamps({self.timestamps!r})"
 
 
 class CallbackPublisherRef:

@@ -19,7 +19,7 @@ from ...stage.signals import IDLE, Idle, Watermark
 from ...stage.supervision import Supervision, decide, supervise
 from ...stage.timers import TimerGraphStageLogic
 from ...stage.handlers import InHandler, OutHandler
-from .base import FlowStage, decider_of, require_callable
+from .base import ChunkFlow, FlowStage, decider_of, require_callable
 
 _NEG_INF = -math.inf
 
@@ -108,15 +108,15 @@ class WithTimestamps(FlowStage):
         return _WithTimestampsLogic(self, decider_of(attributes))
 
 
-class _WithTimestampsLogic(TimerGraphStageLogic, InHandler, OutHandler):
+class _WithTimestampsLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
     def __init__(self, stage: WithTimestamps, decider):
         super().__init__(stage.shape)
         self.in_, self.out = stage.in_, stage.out
         self.ts_fn = stage.ts_fn
-        self.bound = getattr(stage, "bound", 0)
-        self.granularity = getattr(stage, "granularity", None)
-        self.partition = getattr(stage, "partition", None)
-        self.idle_timeout = getattr(stage, "idle_timeout", None)
+        self.bound = stage.bound
+        self.granularity = stage.granularity
+        self.partition = stage.partition
+        self.idle_timeout = stage.idle_timeout
         self.decider = decider
         self.index = 0  # elements seen, for error messages
         self.last = _NEG_INF  # the last watermark emitted
@@ -185,11 +185,6 @@ class _WithTimestampsLogic(TimerGraphStageLogic, InHandler, OutHandler):
 
     def chunk_timestamps(self) -> bool:
         return True
-
-    def enable_chunks(self, chunk_size: int) -> None:
-        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self._finish_chunked,
-                                             on_upstream_failure=self.on_upstream_failure))
-        self.set_handler(self.out, OutHandler(on_pull=self.on_pull_chunk, on_downstream_finish=self.on_downstream_finish))
 
     def on_pull_chunk(self) -> None:
         if self.pending:
@@ -270,8 +265,8 @@ class _WithTimestampsLogic(TimerGraphStageLogic, InHandler, OutHandler):
             elif self.finishing:
                 self.complete_stage()
 
-    def _finish_chunked(self) -> None:
-        if self.pending:
+    def on_upstream_finish(self) -> None:
+        if self.pending:  # chunk form: segments of the last chunk still to push
             self.finishing = True
         else:
             self.complete_stage()
@@ -333,6 +328,9 @@ class WithWatermarks(FlowStage):
     Failures of either function follow supervision (Resume/Restart drop the element)."""
 
     event_time = True
+
+    #: the assigner's options a punctuated stream does not use
+    bound, granularity, partition, idle_timeout = 0, None, None, None
 
     def __init__(self, ts_fn: Callable[[Any], Any], watermark_fn: Callable[[Any, Any], Any]):
         require_callable("with_watermarks", "ts_fn", ts_fn)

@@ -29,7 +29,7 @@ from ...stage.signals import Watermark
 from ...stage.supervision import supervise
 from ...stage.timers import TimerGraphStageLogic
 from ...windowing import Late, WindowStats, validate_window_options
-from .base import decider_of
+from .base import ChunkFlow, decider_of
 from .window_engine import WindowEngine
 
 
@@ -66,7 +66,7 @@ class WindowStage(GraphStage):
         return _WindowLogic(self, engine, decider_of(attributes)), stats
 
 
-class _WindowLogic(TimerGraphStageLogic, InHandler, OutHandler):
+class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
     def __init__(self, stage: WindowStage, engine, decider):
         super().__init__(stage.shape)
         self.in_, self.out, self.late = stage.in_, stage.out, stage.late
@@ -116,21 +116,12 @@ class _WindowLogic(TimerGraphStageLogic, InHandler, OutHandler):
             self._take(buf)
         self._drain()
 
-    # ------------------------------------------------------------------ the chunk form
-    chunked = False
-    chunk_size = 1
-
-    def chunk_capable(self) -> bool:
-        return True
-
+    # ------------------------------------------------------------------ the chunk form (ChunkFlow's plumbing)
     def chunk_timestamps(self) -> bool:
         return True
 
-    def enable_chunks(self, chunk_size: int) -> None:
-        self.chunked = True
-        self.chunk_size = chunk_size
-        self.set_handler(self.in_, InHandler(on_push=self.on_push_chunk, on_upstream_finish=self.on_upstream_finish,
-                                             on_upstream_failure=self.on_upstream_failure))
+    def on_pull_chunk(self) -> None:
+        self._drain()
 
     def on_push_chunk(self) -> None:
         """Every element of the chunk into the engine, in order; then the results go out as chunks."""
