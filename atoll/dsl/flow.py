@@ -10,11 +10,15 @@ from .blueprint import Blueprint, builder_of
 from .flow_ops import FlowOps
 from .graph_ops import GraphOps
 from .event_time_ops import EventTimeOps
+from .async_ops import AsyncOps
+from .collection_ops import CollectionOps
+from .rate_ops import RateOps
+from .time_ops import TimeOps
 from .keep import Keep
 from .source import _check_flow, _check_sink, _linear
 
 
-class Flow(FlowOps, GraphOps, EventTimeOps, Blueprint):
+class Flow(FlowOps, GraphOps, EventTimeOps, AsyncOps, TimeOps, RateOps, CollectionOps, Blueprint):
     """``Flow()`` is the identity flow that starts a reusable chain: ``Flow().map(f).filter(p)``."""
 
     __slots__ = ()

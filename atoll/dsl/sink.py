@@ -7,11 +7,13 @@ from ..materializer.linear_builder import LinearTraversalBuilder
 from .._impl.ops import sinks as K
 from ..stage.shapes import SinkShape
 from .blueprint import Blueprint
+from .async_ops import AsyncSinks
+from .collection_ops import CollectionSinks
 from .keep import Keep
 from .source import _linear
 
 
-class Sink(Blueprint):
+class Sink(AsyncSinks, CollectionSinks, Blueprint):
     """Consumes elements; materializes a result (usually a ``concurrent.futures.Future``)."""
 
     __slots__ = ()

@@ -11,6 +11,10 @@ from .blueprint import Blueprint, builder_of
 from .flow_ops import FlowOps
 from .graph_ops import GraphOps
 from .event_time_ops import EventTimeOps
+from .async_ops import AsyncOps, AsyncSources
+from .collection_ops import CollectionOps, CollectionSources
+from .rate_ops import RateOps
+from .time_ops import TimeOps
 from .keep import Keep
 from .runnable_graph import RunnableGraph
 
@@ -19,7 +23,8 @@ def _linear(graph, combine=Keep.right) -> LinearTraversalBuilder:
     return LinearTraversalBuilder.from_builder(builder_of(graph), graph.shape, combine)
 
 
-class Source(FlowOps, GraphOps, EventTimeOps, Blueprint):
+class Source(FlowOps, GraphOps, EventTimeOps, AsyncOps, TimeOps, RateOps, CollectionOps, AsyncSources,
+             CollectionSources, Blueprint):
     """Emits elements downstream; compose with ``via``/``to`` and run with ``run_with``."""
 
     __slots__ = ()
