@@ -132,6 +132,23 @@ class IslandDiedError(StreamError):
         return (type(self), (self.island, self.detail))
 
 
+class PoolWorkerDiedError(StreamError):
+    """An element of ``map_pool`` killed the pool actor that ran it, again on every retry.
+
+    ``index`` is the element's position in the operator's input (0-based); ``attempts`` how many actors it killed.
+    The decider sees this error for that element (Resume/Restart drop it, Stop fails the stream)."""
+
+    def __init__(self, index: int, attempts: int, detail: str = ""):
+        msg = f"map_pool: element {index} killed {attempts} pool actor(s)" + (f": {detail}" if detail else "")
+        super().__init__(msg)
+        self.index = index
+        self.attempts = attempts
+        self.detail = detail
+
+    def __reduce__(self):
+        return (type(self), (self.index, self.attempts, self.detail))
+
+
 class NonFailureCancellation(Exception):
     """A cancellation cause that means "no more elements needed", not a failure."""
 
