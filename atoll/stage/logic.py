@@ -7,6 +7,7 @@ thread-safe entry points are async callbacks (``get_async_callback``) and timers
 """
 from __future__ import annotations
 
+import math
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Optional
@@ -41,7 +42,8 @@ from .attributes import Attributes, CancellationStrategy
 from .handlers import InHandler, OutHandler
 from .ports import Inlet, Outlet
 from .shapes import Shape
-from .signals import Signal, require_signal
+from .event_clock import NEG_INF, EventClock
+from .signals import Signal, Watermark, require_signal
 
 _pending_lock = threading.Lock()
 _STOPPED = object()  # GraphStageLogic._feedback once the stage has stopped
@@ -80,6 +82,7 @@ class GraphStageLogic:
         "stage_name",
         "_alignment",
         "_ts",
+        "_event_clock",
         "__weakref__",
         "__dict__",
     )
@@ -106,6 +109,7 @@ class GraphStageLogic:
         self.stage_name = type(self).__name__
         self._alignment = None
         self._ts = None
+        self._event_clock = None
 
     def __repr__(self) -> str:
         return self.stage_name
@@ -377,10 +381,102 @@ class GraphStageLogic:
     # ------------------------------------------------------------------ the signal lane
     def on_signal(self, signal) -> None:
         """A control signal (``atoll.stage.signals``) arrived; on a stage with several inlets, once all
-        live inlets delivered it. The default forwards it to every outlet after the elements still
-        waiting to be emitted there. Override to transform, absorb or hold signals; a stage that keeps
-        elements back (a buffer, a window) must keep the signals after them back too."""
-        self.forward_signal(signal)
+        live inlets delivered it. The default hands a watermark to ``on_watermark`` and forwards any
+        other signal to every outlet after the elements still waiting to be emitted there. Override to
+        transform, absorb or hold signals; a stage that keeps elements back (a buffer, a window) must
+        keep the signals after them back too."""
+        if type(signal) is Watermark:
+            clock = self._event_clock
+            if clock is None:
+                clock = self._event_clock = EventClock()
+            if signal.timestamp > clock.watermark:
+                clock.watermark = signal.timestamp
+                self.on_watermark(signal.timestamp)
+            elif clock.hold is None:  # a replay (or the one that ends an idle spell): on unchanged
+                self.forward_signal(signal)
+        else:
+            self.forward_signal(signal)
+
+    # ------------------------------------------------------------------ event time of custom stages
+    def on_watermark(self, watermark: Any) -> None:
+        """Event time reached ``watermark`` (no element with a smaller timestamp follows, late ones
+        aside). The default fires the event timers due at it (``on_event_timer``, in timestamp order),
+        then sends on ``min(watermark, hold)`` (see ``hold_watermark``) if that grew. Override to act on
+        time; call ``super().on_watermark(watermark)`` (or ``forward_watermark``) to let time go on.
+        Only watermarks that advance reach this method."""
+        clock = self._event_clock
+        if clock.heap:
+            due = clock.pop_due(watermark)
+            while due is not None:
+                self.on_event_timer(due[0], due[1])
+                due = clock.pop_due(watermark)
+        self.forward_watermark()
+
+    @property
+    def current_watermark(self) -> Any:
+        """The last watermark this stage heard (``-inf`` before the first)."""
+        clock = self._event_clock
+        return NEG_INF if clock is None else clock.watermark
+
+    def forward_watermark(self) -> None:
+        """Send on the current watermark, bounded by the hold, if it grew since the last one sent."""
+        clock = self._event_clock
+        if clock is None:
+            return
+        w = clock.outgoing()
+        if w > clock.forwarded:
+            clock.forwarded = w
+            self.forward_signal(Watermark(w))
+
+    def schedule_event_timer(self, key: Any, timestamp: Any) -> None:
+        """Call ``on_event_timer(key, timestamp)`` once a watermark ``>= timestamp`` arrives; replaces
+        an earlier event timer with the same ``key``. A timer at or below the current watermark fires
+        with the next watermark that advances (as Flink's event-time timers do)."""
+        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+            raise TypeError(f"{self}.schedule_event_timer: timestamp must be an int or float, got {timestamp!r}")
+        clock = self._event_clock
+        if clock is None:
+            clock = self._event_clock = EventClock()
+        clock.schedule(key, timestamp)
+
+    def cancel_event_timer(self, key: Any) -> None:
+        """Disarm the event timer ``key`` (nothing happens if there is none)."""
+        if self._event_clock is not None:
+            self._event_clock.cancel(key)
+
+    def is_event_timer_active(self, key: Any) -> bool:
+        return self._event_clock is not None and key in self._event_clock.armed
+
+    def on_event_timer(self, key: Any, timestamp: Any) -> None:
+        """The event timer ``key`` scheduled at ``timestamp`` is due. Runs before the watermark that
+        made it due goes on, so what it pushes or emits arrives before that watermark."""
+
+    def fire_remaining_event_timers(self) -> None:
+        """Fire every armed event timer, in timestamp order: completion is the end of event time, so a
+        stage whose timers must fire at the end calls this from ``on_upstream_finish`` before completing."""
+        clock = self._event_clock
+        if clock is None:
+            return
+        due = clock.pop_due(math.inf)
+        while due is not None:
+            self.on_event_timer(due[0], due[1])
+            due = clock.pop_due(math.inf)
+
+    def hold_watermark(self, timestamp: Any) -> None:
+        """Send on no watermark above ``timestamp`` until ``release_watermark_hold`` (Beam's watermark
+        hold): a stage that keeps elements back holds time at the smallest timestamp it keeps. A
+        watermark already sent is not taken back."""
+        clock = self._event_clock
+        if clock is None:
+            clock = self._event_clock = EventClock()
+        clock.hold = timestamp
+
+    def release_watermark_hold(self) -> None:
+        """End the hold; the current watermark goes on if it is ahead of the last one sent."""
+        clock = self._event_clock
+        if clock is not None and clock.hold is not None:
+            clock.hold = None
+            self.forward_watermark()
 
     def forward_signal(self, signal) -> None:
         """Emit ``signal`` on every open outlet."""
@@ -475,14 +571,18 @@ class GraphStageLogic:
         return self._interpreter
 
     # ------------------------------------------------------------------ emit helpers
-    def emit(self, out: Outlet, elem: Any, and_then: Optional[Callable[[], None]] = None) -> None:
-        """Push ``elem`` as soon as downstream pulls, then run ``and_then``; handlers are restored after."""
+    def emit(self, out: Outlet, elem: Any, and_then: Optional[Callable[[], None]] = None, ts: Any = None) -> None:
+        """Push ``elem`` as soon as downstream pulls, then run ``and_then``; handlers are restored after.
+        In an event-time graph the element carries ``ts`` (default: the timestamp of the last grab)."""
         if self.is_available(out):
-            self.push(out, elem)
+            self.push(out, elem, ts)
             if and_then is not None:
                 and_then()
         else:
-            self._set_or_add_emitting(out, _EmittingSingle(self, out, elem, self._non_emitting_handler(out), and_then))
+            emitting = _EmittingSingle(self, out, elem, self._non_emitting_handler(out), and_then)
+            if ts is not None:
+                emitting.ts = ts
+            self._set_or_add_emitting(out, emitting)
 
     def emit_multiple(self, out: Outlet, elems: Iterable[Any], and_then: Optional[Callable[[], None]] = None) -> None:
         """Push every element of ``elems`` as downstream pulls, then run ``and_then``."""
