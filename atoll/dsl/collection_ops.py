@@ -45,6 +45,15 @@ class CollectionOps:
         an exception class or tuple: instances of it; a callable: ``pred(exc)`` true)."""
         return self._stage(OnErrorComplete(pred))
 
+    def map_with_resource(self, create: Callable[[], Any], fn: Callable[[Any, Any], Any],
+                          close: Callable[[Any], Any]):
+        """Map with a resource made by ``create()`` per materialization: ``fn(resource, elem)`` (None drops
+        the element); ``close(resource)`` runs once at completion, failure or cancellation and may
+        return a last element to emit (None: nothing)."""
+        from .._impl.ops.resource import MapWithResource
+
+        return self._stage(MapWithResource(create, fn, close))
+
 
 class CollectionSources:
     """Mixin for Source."""
@@ -73,6 +82,15 @@ class CollectionSources:
         from .source import Source
 
         return Source.from_graph(MS.MaybeSource())
+
+    @staticmethod
+    def unfold_resource(create: Callable[[], Any], read: Callable[[Any], Any], close: Callable[[Any], Any]):
+        """Emit ``read(resource)`` per pull until it returns None, with ``resource = create()`` and
+        ``close(resource)`` at the end (Pekko's ``unfoldResource``)."""
+        from .._impl.ops.resource import UnfoldResourceSource
+        from .source import Source
+
+        return Source.from_graph(UnfoldResourceSource(create, read, close))
 
 
 class CollectionSinks:
