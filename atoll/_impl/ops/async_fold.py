@@ -1,0 +1,224 @@
+"""``fold_async`` and ``scan_async``: Pekko's ``FoldAsync`` and ``ScanAsync`` (``impl/fusing/Ops.scala``).
+
+``fn(acc, elem)`` returns an awaitable, a ``concurrent.futures.Future`` or a ``ray.ObjectRef`` of the
+next accumulator; one call is in flight at a time (the next element is pulled once the result is in).
+Unlike ``map_async``, a ``None`` result is a failure (``PortStateError``, Pekko's null-element
+``NullPointerException``): an accumulator must be a legal element.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ...errors import PortStateError
+from ...stage.supervision import Supervision, decide
+from .async_loop import Resolver, outcome
+from .async_map import log_resumed
+from .base import FlowLogic, FlowStage, decider_of, require_callable
+
+
+def _none_result(op: str) -> PortStateError:
+    return PortStateError(f"{op}: the function's result completed with None: elements must not be None "
+                          "(Reactive Streams rule 2.13)")
+
+
+def _check_zero(op: str, zero: Any) -> None:
+    if zero is None:
+        raise ValueError(f"{op}: argument 'zero' must not be None (it is emitted as an element)")
+
+
+class FoldAsync(FlowStage):
+    """Pekko's ``foldAsync``: folds the elements with ``fn(acc, elem)``, whose result arrives
+    asynchronously, and emits the final accumulator when upstream completes (``zero`` for an empty
+    stream).
+
+    **Emits when** upstream completed and the last result has arrived. **Backpressures when**
+    downstream backpressures (and while a result is in flight: one element at a time). **Completes
+    when** upstream completes and the final value was emitted. **Cancels when** downstream cancels.
+    Supervision (``fn`` raising, its result failing or being None): Stop fails the stream, Resume skips
+    the element (the accumulator stays), Restart skips it and starts over from ``zero``."""
+
+    op = "fold_async"
+
+    def __init__(self, zero: Any, fn: Callable[[Any, Any], Any]):
+        _check_zero(self.op, zero)
+        require_callable(self.op, "fn", fn)
+        super().__init__(self.op)
+        self.zero = zero
+        self.fn = fn
+
+    def create_logic(self, attributes):
+        return _FoldAsyncLogic(self, decider_of(attributes))
+
+
+class _FoldAsyncLogic(FlowLogic):
+    op = "fold_async"
+
+    def __init__(self, stage: FoldAsync, decider):
+        super().__init__(stage)
+        self.zero = stage.zero
+        self.fn = stage.fn
+        self.decider = decider
+        self.acc = stage.zero
+        self.busy = False  # a result is in flight
+        self.resolver = Resolver(self, self.op, self._completed)
+
+    def reset_state(self) -> None:
+        self.acc = self.zero
+
+    def on_pull(self) -> None:
+        if not self.has_been_pulled(self.in_):
+            self.try_pull(self.in_)
+
+    def on_push(self) -> None:
+        elem = self.grab(self.in_)
+        try:
+            fut = self.resolver.resolve(self.fn(self.acc, elem), None)
+        except Exception as e:  # noqa: BLE001 - fn raised (or returned no awaitable)
+            if self._supervise(e):
+                self._next()
+            return
+        self.busy = True
+        if fut is not None:
+            self._completed(None, fut)
+
+    def _completed(self, _token, fut) -> None:
+        self.busy = False
+        value, exc = outcome(fut)
+        if exc is None and value is None:
+            exc = _none_result(self.op)
+        if exc is not None:
+            if not self._supervise(exc):
+                return
+        else:
+            self.acc = value
+        self._next()
+
+    def _supervise(self, exc: BaseException) -> bool:
+        d = decide(self.decider, exc)
+        if d == Supervision.STOP:
+            self.fail_stage(exc)
+            return False
+        log_resumed(self, self.op, exc)
+        if d == Supervision.RESTART:
+            self.reset_state()
+        return True
+
+    def _next(self) -> None:
+        if self.is_closed(self.in_):
+            self._finish()
+        elif self.is_available(self.out) and not self.has_been_pulled(self.in_):
+            self.pull(self.in_)
+
+    def _finish(self) -> None:
+        self.emit(self.out, self.acc)
+        self.complete_stage()
+
+    def on_upstream_finish(self) -> None:
+        if not self.busy:
+            self._finish()
+
+    def post_stop(self) -> None:
+        self.resolver.stop()
+
+
+class ScanAsync(FlowStage):
+    """Pekko's ``scanAsync``: emits ``zero``, then each accumulator ``fn(acc, elem)`` as its result arrives.
+
+    **Emits when** the result of ``fn`` arrives and downstream is ready (``zero`` at the first pull).
+    **Backpressures when** downstream backpressures (and while a result is in flight). **Completes
+    when** upstream completes and the last result was emitted (the in-flight one, if any, resolved).
+    **Cancels when** downstream cancels. Supervision (``fn`` raising, its result failing or being None):
+    Stop fails the stream, Resume skips the element, Restart skips it and goes on from ``zero``
+    (without emitting ``zero`` again)."""
+
+    op = "scan_async"
+
+    def __init__(self, zero: Any, fn: Callable[[Any, Any], Any]):
+        _check_zero(self.op, zero)
+        require_callable(self.op, "fn", fn)
+        super().__init__(self.op)
+        self.zero = zero
+        self.fn = fn
+
+    def create_logic(self, attributes):
+        return _ScanAsyncLogic(self, decider_of(attributes))
+
+
+class _ScanAsyncLogic(FlowLogic):
+    op = "scan_async"
+
+    def __init__(self, stage: ScanAsync, decider):
+        super().__init__(stage)
+        self.zero = stage.zero
+        self.fn = stage.fn
+        self.decider = decider
+        self.acc = stage.zero
+        self.zero_pending = True  # zero not emitted yet (Pekko's ZeroHandler)
+        self.handled = False  # no result in flight (Pekko's elementHandled)
+        self.resolver = Resolver(self, self.op, self._completed)
+
+    def reset_state(self) -> None:
+        self.acc = self.zero
+
+    def on_pull(self) -> None:
+        if self.zero_pending:
+            self.zero_pending = False
+            self.handled = True
+            self.push(self.out, self.acc)
+            if self.is_closed(self.in_):
+                self.complete_stage()
+            return
+        self._safe_pull()
+
+    def _safe_pull(self) -> None:
+        if self.is_closed(self.in_):
+            self.complete_stage()
+        elif self.is_available(self.out) and not self.has_been_pulled(self.in_):
+            self.pull(self.in_)
+
+    def on_push(self) -> None:
+        self.handled = False
+        elem = self.grab(self.in_)
+        try:
+            fut = self.resolver.resolve(self.fn(self.acc, elem), None)
+        except Exception as e:  # noqa: BLE001 - fn raised: Pekko pulls the next element at once
+            d = decide(self.decider, e)
+            self.handled = True
+            if d == Supervision.STOP:
+                self.fail_stage(e)
+                return
+            log_resumed(self, self.op, e)
+            if d == Supervision.RESTART:
+                self.reset_state()
+            self.try_pull(self.in_)
+            return
+        if fut is not None:
+            self._completed(None, fut)
+
+    def _completed(self, _token, fut) -> None:
+        value, exc = outcome(fut)
+        if exc is None and value is None:
+            exc = _none_result(self.op)
+        self.handled = True
+        if exc is not None:
+            d = decide(self.decider, exc)
+            if d == Supervision.STOP:
+                self.fail_stage(exc)
+                return
+            log_resumed(self, self.op, exc)
+            if d == Supervision.RESTART:
+                self.reset_state()
+            self._safe_pull()
+            return
+        self.acc = value
+        self.push(self.out, value)
+        self._safe_pull()
+
+    def on_upstream_finish(self) -> None:
+        if self.zero_pending:
+            return  # zero still goes out at the first pull, then the stage completes
+        if self.handled:
+            self.complete_stage()
+
+    def post_stop(self) -> None:
+        self.resolver.stop()
