@@ -4,7 +4,7 @@ Every junction (and any custom stage with several inlets) gets one ``FanInAlignm
 a signal reaches it. The rules, by the signal's kind (see ``atoll.stage.signals``):
 
 * watermarks and idle markers: the watermark valve (``atoll.stage.watermark_valve``): the minimum
-  over the active, aligned, live inlets, idle inlets left out;
+  over the active, aligned, live inlets, idle inlets and a cycle's feedback inlets left out;
 * other ordered kinds: each inlet's latest key is kept; once every live inlet delivered one,
   the stage hears the minimum whenever it advances;
 * other kinds: the stage hears the signal once every live inlet delivered an equal one; a kind with
@@ -24,10 +24,12 @@ from .watermark_valve import WatermarkValve
 
 
 class FanInAlignment:
-    __slots__ = ("logic", "pending", "marks", "forwarded", "valve")
+    __slots__ = ("logic", "pending", "marks", "forwarded", "valve", "feedback")
 
-    def __init__(self, logic):
+    def __init__(self, logic, feedback=()):
         self.logic = logic
+        #: inlets the watermark valve leaves out: feedback inputs of a cycle (``_impl.islands.feedback``)
+        self.feedback = feedback
         self.pending: Dict[Any, List[bool]] = {}  # unordered signal -> which inlets delivered it
         self.marks: Dict[type, List[Any]] = {}  # ordered kind -> each inlet's latest key (None: none yet)
         self.forwarded: Dict[type, Any] = {}  # ordered kind -> the last key the stage heard
@@ -42,7 +44,7 @@ class FanInAlignment:
         if kind is Watermark or kind is Idle:
             valve = self.valve
             if valve is None:
-                valve = self.valve = WatermarkValve(self.logic, len(self.logic._in_conns))
+                valve = self.valve = WatermarkValve(self.logic, len(self.logic._in_conns), self.feedback)
             if kind is Watermark:
                 valve.on_watermark(idx, signal.timestamp)
             else:

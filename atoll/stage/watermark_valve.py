@@ -14,7 +14,8 @@ active again. An inlet that comes back from idle is *unaligned* until its waterm
 one the stage heard, and holds nothing back meanwhile (Flink's realignment). A done inlet is left
 out, never counted as ``+inf`` while another is idle (FLINK-38477). When the output was idle and an
 inlet is active again, the stage hears the current watermark once more, which makes downstream
-active again.
+active again. The feedback inputs of a cycle (``atoll._impl.islands.feedback``) are left out
+altogether: their watermarks only echo what this stage already let through.
 """
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ _NEG_INF = -math.inf
 
 
 class WatermarkValve:
-    __slots__ = ("logic", "marks", "idle", "aligned", "last", "output_idle")
+    __slots__ = ("logic", "marks", "idle", "aligned", "last", "output_idle", "left_out")
 
-    def __init__(self, logic, inlets: int):
+    def __init__(self, logic, inlets: int, feedback=()):
         self.logic = logic
+        self.left_out = [i in feedback for i in range(inlets)]  # a cycle's feedback inlets
         self.marks: List[float] = [_NEG_INF] * inlets
         self.idle: List[bool] = [False] * inlets
         self.aligned: List[bool] = [True] * inlets
@@ -40,6 +42,8 @@ class WatermarkValve:
 
     def on_watermark(self, idx: int, timestamp) -> None:
         """Inlet ``idx`` delivered ``Watermark(timestamp)``."""
+        if self.left_out[idx]:
+            return
         was_idle = self.idle[idx]
         if was_idle:
             self.idle[idx] = False
@@ -52,6 +56,8 @@ class WatermarkValve:
 
     def on_idle(self, idx: int) -> None:
         """Inlet ``idx`` went idle."""
+        if self.left_out[idx]:
+            return
         if not self.idle[idx]:
             self.idle[idx] = True
             self._update(reactivated=False)
@@ -64,8 +70,9 @@ class WatermarkValve:
         low = None
         any_active = False
         idle_high = None
+        left_out = self.left_out
         for i, conn in enumerate(conns):
-            if conn.state & IN_CLOSED:
+            if conn.state & IN_CLOSED or left_out[i]:
                 continue
             if self.idle[i]:
                 m = self.marks[i]

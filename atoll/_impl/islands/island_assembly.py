@@ -16,6 +16,7 @@ from ...stage.attributes import Attributes, InputBuffer, Name
 from .boundaries import InputBoundary, OutputBoundary
 from .interpreter import GraphInterpreter
 from .island_builder import IslandBuilder
+from ...stage.signal_alignment import FanInAlignment
 from .island_plan import AddStage, AssignPort, IslandPlan, PublishOutput, TakeInput
 from .passes import prepare_island
 
@@ -107,6 +108,8 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
                 inputs[ch] = boundary
             case _:
                 raise TypeError(f"island {plan.name}: unknown plan step {step!r}")
+    for i, ports in plan.feedback.items():
+        logics[i]._alignment = FanInAlignment(logics[i], feedback=ports)
     prepare_island(builder, settings, plan.event_time)
     interpreter = builder.build(host, materializer)
     return AssembledIsland(interpreter, outputs, inputs, materialized)

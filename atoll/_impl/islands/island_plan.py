@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ...materializer.mat_values import PendingValue
 from ...materializer.phase import PhaseIsland
@@ -86,6 +86,8 @@ class IslandPlan:
     stages: List[AddStage] = field(default_factory=list)
     #: the graph holds an event-time stage: every logic of every island carries timestamps
     event_time: bool = False
+    #: stage index -> the inlet port ids its watermark valve leaves out (feedback inputs of a cycle)
+    feedback: Dict[int, Tuple[int, ...]] = field(default_factory=dict)
 
     def add_stage(self, step: AddStage) -> int:
         """Append ``step``; return the stage's index."""
@@ -119,6 +121,17 @@ class GraphBuild:
         #: some stage of the graph has ``event_time``: set while the traversal is walked, read once
         #: every island is recorded (``IslandRecorder.finish_plan``)
         self.event_time = False
+        self.plans: List[IslandPlan] = []  # every island's plan, in recording order
+        self._feedback: Optional[Dict[int, Dict[int, Tuple[int, ...]]]] = None
+
+    def feedback(self, island: int) -> Dict[int, Tuple[int, ...]]:
+        """The feedback inlets of island ``island``'s stages (``atoll._impl.islands.feedback``), found
+        once over the whole graph; only graphs with event time need them."""
+        if self._feedback is None:
+            from .feedback import feedback_inlets
+
+            self._feedback = feedback_inlets(self.plans)
+        return self._feedback.get(island, {})
 
     def next_channel(self) -> int:
         return next(self._channels)
@@ -134,6 +147,7 @@ class IslandRecorder(PhaseIsland):
         self.attributes = attributes
         self.name = island_name(build.name, attributes, index)
         self.plan = IslandPlan(self.name, index, attributes)
+        build.plans.append(self.plan)
 
     def materialize_atomic(self, module, attributes: Attributes) -> Tuple[int, PendingValue]:
         if getattr(module, "event_time", False):
@@ -159,6 +173,8 @@ class IslandRecorder(PhaseIsland):
     def finish_plan(self) -> IslandPlan:
         """The plan, completed with what only the whole graph knows (call once every island is recorded)."""
         self.plan.event_time = self.build.event_time
+        if self.plan.event_time:
+            self.plan.feedback = self.build.feedback(self.index)
         return self.plan
 
     def on_island_ready(self) -> None:

@@ -9,6 +9,11 @@ host (stateful operators in the step therefore see one element at a time). Becau
 expansion is tracked to its end, the stage knows exactly how many elements are still in flight in
 the loop, and completes once upstream has completed and that count is zero.
 
+Event time: a produced element inherits the timestamp of the element it was produced from, and a
+watermark from upstream is held until every element that arrived before it, and all of their
+descendants, have been emitted and expanded - exact, because the stage tracks each upstream element's
+descendants still in flight. Other signals pass at once.
+
 **Emits when** an upstream or produced element is waiting and downstream pulls.
 **Backpressures when** downstream backpressures; upstream is pulled only when no produced
 element is waiting and at most ``max_pending`` elements wait to be expanded.
@@ -23,6 +28,7 @@ from typing import Any, Callable, List, Optional
 from ...dsl.keep import Keep
 from ...stage.attributes import Name
 from ...stage.handlers import InHandler
+from ...stage.signals import Watermark
 from ...stage.substreams import SubSinkInlet, stop_substreams, sub_materialize
 from .base import FlowLogic, FlowStage, require_callable, require_int
 from .forms import IDENTITY, expand
@@ -93,27 +99,55 @@ class Recursively(FlowStage):
         class Logic(FlowLogic):
             def __init__(self):
                 super().__init__(stage)
-                self.pending: deque = deque()  # waiting to be emitted
-                self.to_expand: deque = deque()  # emitted, waiting for the step
+                self.pending: deque = deque()  # (element, ts, root) waiting to be emitted
+                self.to_expand: deque = deque()  # (element, ts, root) emitted, waiting for the step
                 self.sub: Optional[SubSinkInlet] = None
                 self.upstream_done = False
+                self.roots = 0  # upstream elements so far: each is the root of its descendants
+                self.in_flight: dict = {}  # root -> its elements not yet expanded (insertion = root order)
+                self.held: deque = deque()  # (watermark, last root before it) waiting for the loop
+                self.expanding = None  # (ts, root) of the element in the substream step
+
+            # -- bookkeeping ----------------------------------------------------------------
+            def _add(self, x, ts, root) -> None:
+                self.pending.append((x, ts, root))
+                self.in_flight[root] = self.in_flight.get(root, 0) + 1
+
+            def _expanded(self, root) -> None:
+                left = self.in_flight[root] - 1
+                if left:
+                    self.in_flight[root] = left
+                    return
+                del self.in_flight[root]
+                held = self.held
+                if held:
+                    oldest = next(iter(self.in_flight), None)
+                    while held and (oldest is None or held[0][1] < oldest):
+                        self.forward_signal(held.popleft()[0])
+
+            def on_signal(self, signal) -> None:
+                if type(signal) is Watermark and (self.held or self.in_flight):  # some element before it is in the loop
+                    self.held.append((signal, self.roots))
+                else:
+                    self.forward_signal(signal)
 
             # -- expansion ----------------------------------------------------------------
             def _expand_one(self) -> bool:
                 """Start (or do) the expansion of one element; False if none can start now."""
                 if not self.to_expand or self.sub is not None or len(self.pending) >= stage.max_pending:
                     return False
-                x = self.to_expand.popleft()
+                x, ts, root = self.to_expand.popleft()
                 if stage.fused is not None:
                     if expand_fn is None:  # identity step: never terminates, as the KIP warns
-                        self.pending.append(x)
+                        self._add(x, ts, root)
                     else:
-                        expand_fn(x, self.pending.append)
+                        expand_fn(x, lambda y: self._add(y, ts, root))
+                    self._expanded(root)
                     return True
-                self._start_sub(x)
+                self._start_sub(x, ts, root)
                 return False
 
-            def _start_sub(self, x) -> None:
+            def _start_sub(self, x, ts, root) -> None:
                 from ...dsl.source import Source
 
                 logic = self
@@ -121,13 +155,14 @@ class Recursively(FlowStage):
 
                 class H(InHandler):
                     def on_push(self):
-                        logic.pending.append(sub.grab())
+                        logic._add(sub.grab(), ts, root)
                         if len(logic.pending) < stage.max_pending:
                             sub.pull()
                         logic._progress()
 
                     def on_upstream_finish(self):
                         logic.sub = None
+                        logic._expanded(root)
                         logic._progress()
 
                     def on_upstream_failure(self, exc):
@@ -144,9 +179,9 @@ class Recursively(FlowStage):
                 out, in_ = self.out, self.in_
                 while True:
                     if self.pending and self.is_available(out):
-                        x = self.pending.popleft()
-                        self.push(out, x)
-                        self.to_expand.append(x)
+                        entry = self.pending.popleft()
+                        self.push(out, entry[0], entry[1])
+                        self.to_expand.append(entry)
                     if self.sub is not None and not self.sub.has_been_pulled() and not self.sub.is_closed() and len(self.pending) < stage.max_pending:
                         self.sub.pull()
                     if not self._expand_one():
@@ -166,7 +201,9 @@ class Recursively(FlowStage):
                 self._progress()
 
             def on_push(self):
-                self.pending.append(self.grab(self.in_))
+                x = self.grab(self.in_)
+                self.roots += 1
+                self._add(x, self._ts, self.roots)
                 self._progress()
 
             def on_upstream_finish(self):
