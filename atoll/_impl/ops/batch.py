@@ -1,0 +1,178 @@
+"""batch / batch_weighted / conflate / conflate_with_seed: aggregate while downstream is slower
+(Pekko's ``Batch``; ``conflate`` is ``Batch`` with a cost of 0 and a limit of 1, so it never
+backpressures)."""
+from __future__ import annotations
+
+from ...stage.handlers import InHandler, OutHandler
+from ...stage.logic import GraphStageLogic
+from ...stage.supervision import Supervision, decide
+from .base import FlowStage, decider_of, require_callable, require_int
+
+_NONE = object()  # no aggregate / no pending element
+
+
+def _zero(_elem) -> int:
+    return 0
+
+
+def _one(_elem) -> int:
+    return 1
+
+
+def _identity(elem):
+    return elem
+
+
+class Batch(FlowStage):
+    """Aggregates the elements that arrive while downstream backpressures: the first one into
+    ``seed(elem)``, the next ones with ``aggregate(acc, elem)``, as long as the summed ``cost`` stays
+    within ``max``; an element that does not fit waits (one at most) and upstream is backpressured.
+    An element whose cost alone exceeds ``max`` still seeds a batch of its own.
+
+    **Emits when** downstream stops backpressuring and there is an aggregated element available.
+    **Backpressures when** the aggregate is full (``max`` reached) and one more element is pending
+    (conflate: never). **Completes when** upstream completes and the aggregate and the pending
+    element were emitted. **Cancels when** downstream cancels.
+
+    Supervision (an exception from ``cost``, ``seed`` or ``aggregate``): Resume drops the element
+    and keeps the aggregate; Restart drops the element and the aggregate."""
+
+    def __init__(self, max: int, cost, seed, aggregate, op: str = "batch"):
+        if op in ("batch", "batch_weighted"):
+            require_int(op, "max_weight" if op == "batch_weighted" else "max", max, 1)
+        if op == "batch_weighted":
+            require_callable(op, "cost", cost)
+        if op != "conflate":
+            require_callable(op, "seed", seed)
+        require_callable(op, "aggregate", aggregate)
+        super().__init__(op)
+        self.max = max
+        self.cost = cost
+        self.seed = seed
+        self.aggregate = aggregate
+
+    @staticmethod
+    def conflate_with_seed(seed, aggregate, op: str = "conflate_with_seed") -> "Batch":
+        return Batch(1, _zero, seed, aggregate, op)
+
+    @staticmethod
+    def conflate(aggregate) -> "Batch":
+        return Batch(1, _zero, _identity, aggregate, "conflate")
+
+    @staticmethod
+    def batch(max: int, seed, aggregate) -> "Batch":
+        return Batch(max, _one, seed, aggregate, "batch")
+
+    def create_logic(self, attributes):
+        return _BatchLogic(self, decider_of(attributes))
+
+
+class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
+    def __init__(self, stage: Batch, decider):
+        super().__init__(stage.shape)
+        self.in_ = stage.in_
+        self.out = stage.out
+        self.max = stage.max
+        self.cost = stage.cost
+        self.seed = stage.seed
+        self.aggregate = stage.aggregate
+        self.decider = decider
+        self.agg = _NONE
+        self.left = stage.max
+        self.pending = _NONE
+        self.set_handler(stage.in_, self)
+        self.set_handler(stage.out, self)
+
+    def reset_state(self) -> None:
+        self.agg = _NONE
+        self.left = self.max
+        self.pending = _NONE
+
+    def _supervise(self, exc: BaseException) -> bool:
+        """False: the stage failed. Restart resets the state; Resume keeps it."""
+        d = decide(self.decider, exc)
+        if d == Supervision.STOP:
+            self.fail_stage(exc)
+            return False
+        if d == Supervision.RESTART:
+            self.reset_state()
+        return True
+
+    def _flush(self) -> None:
+        if self.agg is not _NONE:
+            self.push(self.out, self.agg)
+            self.left = self.max
+            self.agg = _NONE
+        if self.pending is not _NONE:
+            pending = self.pending
+            try:
+                cost = self.cost(pending)
+                self.agg = self.seed(pending)
+                self.left -= cost
+                self.pending = _NONE
+            except Exception as exc:
+                if self._supervise(exc):
+                    self.pending = _NONE
+
+    def pre_start(self) -> None:
+        self.pull(self.in_)
+
+    def on_push(self) -> None:
+        elem = self.grab(self.in_)
+        try:
+            cost = self.cost(elem)
+        except Exception as exc:
+            if self._supervise(exc):
+                self.pull(self.in_)
+            return
+        if self.agg is _NONE:
+            try:
+                self.agg = self.seed(elem)
+                self.left -= cost
+            except Exception as exc:
+                if not self._supervise(exc):
+                    return
+        elif self.left < cost:
+            self.pending = elem
+        else:
+            try:
+                self.agg = self.aggregate(self.agg, elem)
+                self.left -= cost
+            except Exception as exc:
+                if not self._supervise(exc):
+                    return
+        if self.is_available(self.out):
+            self._flush()
+            if self.is_closed(self.out):  # a supervision Stop in the flush failed the stage
+                return
+        if self.pending is _NONE and not self.is_closed(self.in_):
+            self.pull(self.in_)
+
+    def on_upstream_finish(self) -> None:
+        if self.agg is _NONE:
+            self.complete_stage()
+
+    def on_pull(self) -> None:
+        if self.agg is _NONE:
+            if self.is_closed(self.in_):
+                self.complete_stage()
+            elif not self.has_been_pulled(self.in_):
+                self.pull(self.in_)
+        elif self.is_closed(self.in_):
+            self.push(self.out, self.agg)
+            self.agg = _NONE
+            if self.pending is _NONE:
+                self.complete_stage()
+            else:
+                pending, self.pending = self.pending, _NONE
+                try:
+                    self.agg = self.seed(pending)
+                except Exception as exc:
+                    if not self._supervise(exc):
+                        return
+                if self.agg is _NONE:
+                    self.complete_stage()
+        else:
+            self._flush()
+            if not self.is_closed(self.in_) and not self.has_been_pulled(self.in_):
+                self.pull(self.in_)
