@@ -12,11 +12,13 @@ class WindowStats:
     dropped from some but not all of their (sliding) windows; ``open_windows``: window states held now;
     ``watermark``: the operator's current watermark.
 
-    On ``Materializer.ray()`` the value is a handle to the counters in the island's actor: call
-    ``snapshot()`` for a live reading (after the graph ended it answers from the final counts).
+    On ``Materializer.ray()`` the value is a handle to the counters in the island's actor: each counter
+    read asks the actor for its live value, and ``snapshot()`` reads them all at one moment (after the
+    graph ended both answer from the final counts).
     """
 
     __slots__ = ("late_dropped", "late_diverted", "partially_late", "open_windows", "watermark")
+    __atoll_remote_fields__ = __slots__
 
     def __init__(self) -> None:
         self.late_dropped = 0

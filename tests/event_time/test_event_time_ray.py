@@ -89,6 +89,10 @@ def test_tumbling_in_its_own_actor_matches_the_model(rmat):
                                                            allowed_lateness=5)), Keep.right)
                   .to_mat(Sink.seq(), Keep.both).run(rmat))
     assert fut.result(T) == exp
+    # the counters are readable from the driver as plain attributes (each read asks the island's actor)
+    assert stats.late_dropped == len(late)
+    assert stats.snapshot()["late_dropped"] == len(late)
+    assert stats.open_windows == 0
 
 
 def test_late_records_diverted_across_actors(rmat):
@@ -171,4 +175,24 @@ def test_recursively_in_its_own_actor_holds_the_watermark_behind_the_loop(rmat):
     assert [snk.expect_next_with_timestamp(x, 5)[0] for x in (8, 4, 2, 1)] == [8, 4, 2, 1]
     snk.expect_watermark(6)
     src.send_complete()
+    snk.expect_complete()
+
+
+def test_window_counters_are_live_from_the_driver_while_the_graph_runs(rmat):
+    from atoll.testkit import TestSink, TestSource
+
+    (src, stats), snk = (TestSource.probe(event_time=True)
+                         .via_mat(islanded(Flow().tumbling_window(10, aggregate=Aggregate.count())), Keep.both)
+                         .to_mat(TestSink.probe(event_time=True), Keep.both).run(rmat))
+    snk.request(10)
+    src.send_next("a", ts=3).send_next("b", ts=14).send_watermark(12)
+    snk.expect_next(Window(None, 0, 10, 1))
+    snk.expect_watermark(12)
+    assert (stats.open_windows, stats.watermark, stats.late_dropped) == (1, 12, 0)
+    src.send_next("late", ts=5)
+    src.send_watermark(13)
+    snk.expect_watermark(13)
+    assert stats.late_dropped == 1  # read while the graph still runs
+    src.send_complete()
+    snk.expect_next(Window(None, 10, 20, 1))
     snk.expect_complete()

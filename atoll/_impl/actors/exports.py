@@ -31,14 +31,16 @@ class ExportedFuture:
 
 
 class ExportedHandle:
-    __slots__ = ("actor", "hid", "type_name", "island", "is_kill_switch")
+    __slots__ = ("actor", "hid", "type_name", "island", "is_kill_switch", "fields")
 
-    def __init__(self, actor, hid: int, type_name: str, island: str, is_kill_switch: bool):
+    def __init__(self, actor, hid: int, type_name: str, island: str, is_kill_switch: bool, fields=()):
         self.actor = actor
         self.hid = hid
         self.type_name = type_name
         self.island = island
         self.is_kill_switch = is_kill_switch
+        #: data attributes the proxy reads from the object (``__atoll_remote_fields__``), e.g. live counters
+        self.fields = fields
 
 
 class ExportTable:
@@ -76,7 +78,8 @@ class ExportTable:
             return ExportedFuture(fid)
         hid = next(self._ids)
         self.handles[hid] = value
-        return ExportedHandle(actor, hid, type(value).__name__, island, isinstance(value, KillSwitch))
+        return ExportedHandle(actor, hid, type(value).__name__, island, isinstance(value, KillSwitch),
+                              tuple(getattr(type(value), "__atoll_remote_fields__", ())))
 
     def call(self, hid: int, method: str, args, kwargs) -> CallResult:
         """Call ``method`` on handle ``hid``; the outcome as a typed result for the driver's proxy."""
@@ -94,8 +97,9 @@ class ExportTable:
 
 
 class RemoteHandle:
-    """Driver-side proxy of an object living in an island actor: call its methods as usual.
-    After the island ended, calls go to the object's final copy if it left one."""
+    """Driver-side proxy of an object living in an island actor: call its methods as usual, and read
+    the data attributes its class lists in ``__atoll_remote_fields__`` (each read asks the actor: a
+    live value). After the island ended, calls and reads go to the object's final copy if it left one."""
 
     DETACH_WAIT = 10.0
 
@@ -110,6 +114,8 @@ class RemoteHandle:
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in self._x.fields:
+            return self._call("__getattribute__", (name,), {})
         return lambda *args, **kwargs: self._call(name, args, kwargs)
 
     def __reduce__(self):
