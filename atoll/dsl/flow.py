@@ -14,11 +14,12 @@ from .async_ops import AsyncOps
 from .collection_ops import CollectionOps
 from .rate_ops import RateOps
 from .time_ops import TimeOps
+from .pool_ops import PoolOps
 from .keep import Keep
 from .source import _check_flow, _check_sink, _linear
 
 
-class Flow(FlowOps, GraphOps, EventTimeOps, AsyncOps, TimeOps, RateOps, CollectionOps, Blueprint):
+class Flow(FlowOps, GraphOps, EventTimeOps, AsyncOps, PoolOps, TimeOps, RateOps, CollectionOps, Blueprint):
     """``Flow()`` is the identity flow that starts a reusable chain: ``Flow().map(f).filter(p)``."""
 
     __slots__ = ()

@@ -15,6 +15,7 @@ from .async_ops import AsyncOps, AsyncSources
 from .collection_ops import CollectionOps, CollectionSources
 from .rate_ops import RateOps
 from .time_ops import TimeOps
+from .pool_ops import PoolOps
 from .keep import Keep
 from .runnable_graph import RunnableGraph
 
@@ -23,7 +24,7 @@ def _linear(graph, combine=Keep.right) -> LinearTraversalBuilder:
     return LinearTraversalBuilder.from_builder(builder_of(graph), graph.shape, combine)
 
 
-class Source(FlowOps, GraphOps, EventTimeOps, AsyncOps, TimeOps, RateOps, CollectionOps, AsyncSources,
+class Source(FlowOps, GraphOps, EventTimeOps, AsyncOps, PoolOps, TimeOps, RateOps, CollectionOps, AsyncSources,
              CollectionSources, Blueprint):
     """Emits elements downstream; compose with ``via``/``to`` and run with ``run_with``."""
 
