@@ -100,7 +100,8 @@ class Delay(FlowStage):
 
 
 class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
-    """The buffer holds ``(due, elem)`` pairs in arrival order; one timer for the head."""
+    """The buffer holds ``(due, elem, ts)`` in arrival order (``ts``: the element's event timestamp in an
+    event-time graph, else None); one timer for the head."""
 
     def __init__(self, stage: Delay, size: int, decider, name: str):
         super().__init__(stage.shape)
@@ -139,7 +140,7 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
             if self._should_pull():
                 self.pull(self.in_)
             return
-        self.buf.append((self.now() + d, elem))
+        self.buf.append((self.now() + d, elem, self._ts))  # _ts: event time (None elsewhere)
         if self._should_pull():
             self.pull(self.in_)
 
@@ -156,7 +157,7 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
             if wait <= _PRECISION_MS:
                 # due: out now, or at the next pull (Pekko arms a timer of 0 that finds out not ready)
                 if self.is_available(self.out):
-                    self.push(self.out, self.buf.popleft()[1])
+                    self.push(self.out, *self.buf.popleft()[1:])
                     self._complete_if_ready()
             else:
                 self.schedule_once(_TIMER, self.buf[0][0] - self.now())
@@ -169,7 +170,7 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
                                         "buffer is full, should not be possible.")
             if self.is_timer_active(_TIMER):
                 self.cancel_timer(_TIMER)
-            self.push(self.out, self.buf.popleft()[1])
+            self.push(self.out, *self.buf.popleft()[1:])
             self._grab_and_pull()
             self._complete_if_ready()
         elif kind == "drop_head":
@@ -201,7 +202,7 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
         if not self.is_timer_active(_TIMER) and self.buf:
             wait = self._wait_ms()
             if wait <= _PRECISION_MS:
-                self.push(self.out, self.buf.popleft()[1])
+                self.push(self.out, *self.buf.popleft()[1:])
             else:
                 self.schedule_once(_TIMER, self.buf[0][0] - self.now())
         if not self.is_closed(self.in_) and not self.has_been_pulled(self.in_) and self._should_pull():
@@ -214,8 +215,5 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
 
     def on_timer(self, key) -> None:
         if self.is_available(self.out) and self.buf:
-            self.push(self.out, self.buf.popleft()[1])
+            self.push(self.out, *self.buf.popleft()[1:])
         self._complete_if_ready()
-
-    def reset_state(self) -> None:
-        self.buf.clear()

@@ -276,3 +276,17 @@ def test_validation():
         Flow().delay_with(1.0)
     with pytest.raises(ValueError, match="unknown kind"):
         DelayOverflowStrategy("drop_all")
+
+
+# --------------------------------------------------------------------------- event time
+def test_delayed_elements_keep_their_own_timestamps_in_an_event_time_graph(mat, clock):
+    src, sink = (TestSource.probe(event_time=True).delay(1.0)
+                 .to_mat(TestSink.probe(event_time=True), Keep.both).run(mat))
+    sink.request(2)
+    src.send_next(1, ts=100)
+    src.send_next(2, ts=200)  # grabbed while 1 is still held
+    clock.advance(1.0)
+    sink.expect_next_with_timestamp(1, 100)
+    sink.expect_next_with_timestamp(2, 200)
+    src.send_complete()
+    sink.expect_complete()
