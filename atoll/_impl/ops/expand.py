@@ -2,7 +2,7 @@
 ``Expand``; ``extrapolate`` is ``expand`` over ``[elem, *fn(elem)]`` with an optional initial element)."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 from ...stage.handlers import InHandler, OutHandler
 from ...stage.logic import GraphStageLogic

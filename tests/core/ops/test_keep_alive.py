@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from ops_kit import TE
 
-from atoll import Attributes, Flow, Keep, Materializer, Sink, Source
+from atoll import Flow, Keep, Materializer, Sink, Source
 from atoll.testkit import ManualClock, TestSink, TestSource, assert_all_stages_stopped
 
 
