@@ -14,7 +14,7 @@ from .flow import Flow
 from .sink import Sink
 from .source import Source
 
-__all__ = ["RestartSettings", "RestartSource", "RestartFlow", "RestartSink"]
+__all__ = ["RestartSettings", "RestartSource", "RestartFlow", "RestartSink", "RetryFlow"]
 
 
 def _factory(factory: Callable[[], Any], wrap: Callable[[Any], Any]) -> Callable[[], Any]:
@@ -66,3 +66,24 @@ class RestartSink:
     def with_backoff(settings: RestartSettings, factory: Callable[[], Any]) -> Sink:
         """Restart when the wrapped sink cancels."""
         return Sink.from_graph(RestartWithBackoffSink(settings, _factory(factory, Sink.from_graph)))
+
+
+class RetryFlow:
+    """Retries elements through a flow with backoff (Pekko's ``RetryFlow``)."""
+
+    @staticmethod
+    def with_backoff(min_backoff: float, max_backoff: float, random_factor: float, max_retries: int, flow: Any,
+                     decide_retry: Callable[[Any, Any], Any], rng: Any = None) -> Flow:
+        """``flow`` (one output per input, one element inside at a time) wrapped so that
+        ``decide_retry(in, out)`` returning an input (not ``None``) sends that input through ``flow`` again
+        after ``min(max_backoff, min_backoff * 2**n) * (1 + random * random_factor)`` seconds, at most
+        ``max_retries`` times; materializes ``flow``'s value. ``rng`` (a ``random.Random``) draws the jitter."""
+        from .._impl.ops.retry_flow import RetryFlowCoordinator
+        from .bidi_flow import BidiFlow
+        from .keep import Keep
+
+        coordinator = RetryFlowCoordinator(min_backoff, max_backoff, random_factor, max_retries, decide_retry, rng)
+        shape = getattr(flow, "shape", None)
+        if shape is None or len(shape.inlets) != 1 or len(shape.outlets) != 1:
+            raise TypeError(f"RetryFlow.with_backoff: flow must be a Flow, got {flow!r}")
+        return BidiFlow.from_graph(coordinator).join(Flow.from_graph(flow), Keep.right)
