@@ -77,8 +77,9 @@ class CollectionSources:
 
     @staticmethod
     def maybe():
-        """Materialize a ``concurrent.futures.Future``: ``set_result(x)`` emits ``x`` and completes,
-        ``set_result(None)`` completes, ``set_exception(e)`` fails."""
+        """Materialize a ``MaybePromise`` (Future-like): ``set_result(x)``/``try_complete(x)`` emits ``x`` and
+        completes, with None completes empty, ``set_exception(e)``/``try_fail(e)`` fails; on Ray the driver's
+        handle reaches the stage in its island."""
         from .source import Source
 
         return Source.from_graph(MS.MaybeSource())

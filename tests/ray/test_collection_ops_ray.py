@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from atoll import Flow, Sink, Source
+from atoll import Flow, Keep, Sink, Source
 from atoll.dsl.restart import RestartSettings, RestartSource, RetryFlow
 
 
@@ -58,3 +58,9 @@ def test_unfold_resource_in_an_island(rmat):
     out = (Source.unfold_resource(Lines, lambda r: next(r.it, None), lambda r: None).island()
            .map(str.upper).run_with(Sink.seq(), rmat).result(60))
     assert out == ["A", "B", "C"]
+
+
+def test_maybe_promise_completed_from_the_driver_reaches_its_island(rmat):
+    promise, head = Source.maybe().island().to_mat(Sink.head_option(), Keep.both).run(rmat)
+    assert promise.try_complete(5) is True
+    assert head.result(60) == 5

@@ -1,11 +1,11 @@
 """More sources: cycle, iterate, maybe (Pekko's ``Source.cycle``, ``Source.iterate``, ``Source.maybe``)."""
 from __future__ import annotations
 
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Iterable, Optional
 
 from ...errors import abrupt_termination
-from .base import SourceStage, complete_promise, new_promise, require_callable
+from .base import SourceStage, complete_promise, fail_promise, new_promise, require_callable
 from .sources import IterableSource, _SourceLogic
 
 
@@ -61,21 +61,98 @@ class IterateSource(IterableSource):
         super().__init__(lambda: _iterated(seed, has_next, fn), name="iterate", factory=True)
 
 
-class MaybeSource(SourceStage):
-    """Materializes a ``concurrent.futures.Future`` (Pekko's ``Promise[Option[T]]``): completing it with a
-    value emits that value and completes; with ``None`` completes without an element; failing it fails
-    the stream. If downstream cancels first the future is completed with ``None``; if the stream is torn
-    down before, it fails with ``AbruptStageTerminationError``.
+class MaybePromise:
+    """The materialized value of ``Source.maybe()`` (Pekko's ``Promise[Option[T]]``), with the
+    ``concurrent.futures.Future`` API for completing and reading it: ``set_result(x)`` emits ``x`` and
+    completes the stream, ``set_result(None)`` completes it empty, ``set_exception(e)`` fails it
+    (both raise ``InvalidStateError`` once it is done); ``try_complete(x)`` / ``try_fail(e)`` return
+    whether they completed it (Pekko's ``trySuccess``/``tryFailure``). Not a ``Future`` itself, so that on
+    Ray the driver gets a handle whose calls reach the stage in its island (a Future would travel as a
+    read-only copy of its outcome)."""
 
-    **Emits when** the future has a value and downstream pulls. **Completes when** the value was
-    emitted or the future completed with ``None``. **Fails when** the future fails."""
+    __slots__ = ("_future",)
+
+    def __init__(self, future: Optional[Future] = None):
+        self._future = future if future is not None else new_promise()
+
+    def set_result(self, value: Any) -> None:
+        self._future.set_result(value)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._future.set_exception(exc)
+
+    def try_complete(self, value: Any) -> bool:
+        try:
+            self._future.set_result(value)
+        except InvalidStateError:
+            return False
+        return True
+
+    def try_fail(self, exc: BaseException) -> bool:
+        try:
+            self._future.set_exception(exc)
+        except InvalidStateError:
+            return False
+        return True
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        return self._future.result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        return self._future.exception(timeout)
+
+    def __atoll_detach__(self) -> "MaybePromise":
+        """The driver's copy once the island ended: it keeps the outcome; completing it reaches nothing."""
+        f = new_promise()
+        if self._future.done():
+            exc = self._future.exception()
+            if exc is None:
+                f.set_result(self._future.result())
+            else:
+                f.set_exception(exc)
+        return MaybePromise(f)
+
+    def __reduce__(self):
+        return (_restore_maybe, (self.__atoll_detach__()._future_state(),))
+
+    def _future_state(self):
+        f = self._future
+        if not f.done():
+            return ("pending",)
+        exc = f.exception()
+        return ("failed", exc) if exc is not None else ("done", f.result())
+
+    def __repr__(self):
+        return f"MaybePromise({self._future_state()[0]})"
+
+
+def _restore_maybe(state) -> MaybePromise:
+    p = MaybePromise()
+    if state[0] == "done":
+        p._future.set_result(state[1])
+    elif state[0] == "failed":
+        p._future.set_exception(state[1])
+    return p
+
+
+class MaybeSource(SourceStage):
+    """Materializes a ``MaybePromise`` (Pekko's ``Promise[Option[T]]``): completing it with a value emits
+    that value and completes; with ``None`` completes without an element; failing it fails the stream.
+    If downstream cancels first the promise is completed with ``None``; if the stream is torn down before,
+    it fails with ``AbruptStageTerminationError``.
+
+    **Emits when** the promise has a value and downstream pulls. **Completes when** the value was
+    emitted or the promise completed with ``None``. **Fails when** the promise fails."""
 
     def __init__(self):
         super().__init__("maybe")
 
     def create_logic_and_materialized_value(self, attributes):
-        promise = new_promise()
-        return _MaybeLogic(self, promise), promise
+        promise = MaybePromise()
+        return _MaybeLogic(self, promise._future), promise
 
 
 _NOTHING = object()
@@ -92,9 +169,6 @@ class _MaybeLogic(_SourceLogic):
         self.promise.add_done_callback(cb.invoke)
 
     def _done(self, f: Future) -> None:
-        if f.cancelled():
-            self.complete_stage()
-            return
         exc = f.exception()
         if exc is not None:
             self.fail_stage(exc)
@@ -119,6 +193,4 @@ class _MaybeLogic(_SourceLogic):
 
     def post_stop(self):
         if not self.promise.done():
-            from .base import fail_promise
-
             fail_promise(self.promise, abrupt_termination(self))

@@ -3,13 +3,14 @@ Source") and MaybeSourceSpec (every case but those needing ``Sink.asPublisher``,
 plus supervision of the iterator sources, a failing factory, and build-time validation."""
 from __future__ import annotations
 
-from concurrent.futures import Future
+from concurrent.futures import InvalidStateError
 
 import pytest
 from ops_kit import TE, fmat  # noqa: F401 - fmat is a fixture
 
 from atoll import Attributes, Keep, KillSwitches, Materializer, Sink, Source, Supervision
 from atoll.errors import AbruptStageTerminationError
+from atoll._impl.ops.more_sources import MaybePromise
 from atoll.testkit import TestSink
 
 
@@ -106,7 +107,7 @@ def test_validation():
 # ---------------------------------------------------------------------------------------------- maybe
 def test_maybe_completes_promise_with_none_when_stream_cancels(fmat):
     promise, p = Source.maybe().to_mat(TestSink.probe(), Keep.both).run(fmat)
-    assert isinstance(promise, Future)
+    assert isinstance(promise, MaybePromise)
     p.request(1000)
     p.expect_no_message(0.05)
     p.cancel()
@@ -125,21 +126,24 @@ def test_maybe_completes_promise_with_none_when_stream_cancels_with_a_failure_ca
 def test_maybe_allows_external_triggering_of_empty_completion(fmat):
     promise, count = (Source.maybe().filter(lambda x: False).to_mat(Sink.fold(0, lambda a, x: a + 1), Keep.both)
                       .run(fmat))
-    promise.set_result(None)
+    assert promise.try_complete(None) is True
     assert count.result(3) == 0
 
 
 def test_maybe_allows_external_triggering_of_empty_completion_when_there_was_no_demand(fmat):
     promise, p = Source.maybe().to_mat(TestSink.probe(), Keep.both).run(fmat)
     p.ensure_subscription()
-    promise.set_result(None)
+    assert promise.try_complete(None) is True
     p.expect_complete()
 
 
 def test_maybe_allows_external_triggering_of_non_empty_completion(fmat):
     promise, head = Source.maybe().to_mat(Sink.head(), Keep.both).run(fmat)
-    promise.set_result(6)
+    assert promise.try_complete(6) is True
     assert head.result(3) == 6
+    assert promise.try_complete(7) is False
+    with pytest.raises(InvalidStateError):
+        promise.set_result(7)
 
 
 def test_maybe_value_arriving_before_demand_waits_for_it(fmat):
@@ -152,12 +156,13 @@ def test_maybe_value_arriving_before_demand_waits_for_it(fmat):
 
 def test_maybe_allows_external_triggering_of_on_error(fmat):
     promise, count = Source.maybe().to_mat(Sink.fold(0, lambda a, x: a + 1), Keep.both).run(fmat)
-    promise.set_exception(TE("Boom"))
+    assert promise.try_fail(TE("Boom")) is True
     with pytest.raises(TE, match="Boom"):
         count.result(3)
+    assert promise.done() and promise.exception() == TE("Boom")
 
 
-def test_maybe_completed_before_materialization_is_used_at_start(fmat):
+def test_maybe_each_materialization_has_its_own_promise(fmat):
     src = Source.maybe()
     for _ in range(2):  # each materialization has its own promise
         promise, head = src.to_mat(Sink.head_option(), Keep.both).run(fmat)
@@ -172,3 +177,13 @@ def test_maybe_promise_fails_when_materializer_is_shut_down():
     m.shutdown()
     with pytest.raises(AbruptStageTerminationError):
         promise.result(3)
+
+
+def test_maybe_promise_copy_keeps_the_outcome():
+    import pickle
+
+    p = MaybePromise()
+    p.set_result(3)
+    q = pickle.loads(pickle.dumps(p))
+    assert q.result(0) == 3 and q.try_complete(4) is False
+    assert pickle.loads(pickle.dumps(MaybePromise())).done() is False
