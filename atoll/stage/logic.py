@@ -464,12 +464,27 @@ class GraphStageLogic:
 
     def hold_watermark(self, timestamp: Any) -> None:
         """Send on no watermark above ``timestamp`` until ``release_watermark_hold`` (Beam's watermark
-        hold): a stage that keeps elements back holds time at the smallest timestamp it keeps. A
-        watermark already sent is not taken back."""
+        hold): a stage that keeps elements back holds time at the smallest timestamp it keeps. Moving
+        the hold up lets the watermark heard meanwhile go on up to it; a watermark already sent is not
+        taken back."""
         clock = self._event_clock
         if clock is None:
             clock = self._event_clock = EventClock()
         clock.hold = timestamp
+        if clock.watermark > clock.forwarded:
+            self.forward_watermark()
+
+    def hold_watermark_for(self, timestamps) -> None:
+        """Hold the watermark at the smallest of ``timestamps`` (None entries ignored) - the elements this
+        stage keeps - or release the hold when there is none."""
+        low = None
+        for ts in timestamps:
+            if ts is not None and (low is None or ts < low):
+                low = ts
+        if low is None:
+            self.release_watermark_hold()
+        else:
+            self.hold_watermark(low)
 
     def release_watermark_hold(self) -> None:
         """End the hold; the current watermark goes on if it is ahead of the last one sent."""

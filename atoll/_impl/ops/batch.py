@@ -80,6 +80,8 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
         self.agg = _NONE
         self.left = stage.max
         self.pending = _NONE
+        self.agg_ts = None  # event time: the smallest timestamp folded into agg, and the pending element's
+        self.pending_ts = None
         self.set_handler(stage.in_, self)
         self.set_handler(stage.out, self)
 
@@ -87,6 +89,28 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
         self.agg = _NONE
         self.left = self.max
         self.pending = _NONE
+        if self.agg_ts is not None or self.pending_ts is not None:
+            self.agg_ts = self.pending_ts = None
+            self.release_watermark_hold()
+
+    def _held(self, into_agg: bool) -> None:
+        """Event time: the element just grabbed is kept (in agg or as pending); hold the watermark at the
+        smallest timestamp kept, so no watermark overtakes an element still inside (spec: holding stages)."""
+        ts = self._ts
+        if ts is None:
+            return
+        if into_agg:
+            if self.agg_ts is None or ts < self.agg_ts:
+                self.agg_ts = ts
+        else:
+            self.pending_ts = ts
+        self.hold_watermark_for((self.agg_ts, self.pending_ts))
+
+    def _agg_out(self) -> None:
+        """Event time: agg went downstream; what stays is the pending element (if any)."""
+        if self.agg_ts is not None or self.pending_ts is not None:
+            self.agg_ts, self.pending_ts = self.pending_ts, None
+            self.hold_watermark_for((self.agg_ts,))
 
     def _supervise(self, exc: BaseException) -> bool:
         """False: the stage failed. Restart resets the state; Resume keeps it."""
@@ -103,6 +127,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
             self.push(self.out, self.agg)
             self.left = self.max
             self.agg = _NONE
+            self._agg_out()
         if self.pending is not _NONE:
             pending = self.pending
             try:
@@ -129,15 +154,18 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
             try:
                 self.agg = self.seed(elem)
                 self.left -= cost
+                self._held(True)
             except Exception as exc:
                 if not self._supervise(exc):
                     return
         elif self.left < cost:
             self.pending = elem
+            self._held(False)
         else:
             try:
                 self.agg = self.aggregate(self.agg, elem)
                 self.left -= cost
+                self._held(True)
             except Exception as exc:
                 if not self._supervise(exc):
                     return
@@ -161,6 +189,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
         elif self.is_closed(self.in_):
             self.push(self.out, self.agg)
             self.agg = _NONE
+            self._agg_out()
             if self.pending is _NONE:
                 self.complete_stage()
             else:

@@ -147,7 +147,17 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
     def _wait_ms(self) -> int:
         return int((self.buf[0][0] - self.now()) * 1000)  # truncated toward zero, as Pekko's toMillis
 
+    def _rehold(self) -> None:
+        """Event time: hold the watermark at the smallest timestamp still buffered, so no watermark
+        overtakes a delayed element (spec: stages that hold elements); nothing to do elsewhere."""
+        if self._ts is not None:
+            self.hold_watermark_for([e[2] for e in self.buf])
+
     def on_push(self) -> None:
+        self._on_push()
+        self._rehold()
+
+    def _on_push(self) -> None:
         if len(self.buf) >= self.size:
             self._on_push_when_full()
             return
@@ -207,6 +217,7 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
                 self.schedule_once(_TIMER, self.buf[0][0] - self.now())
         if not self.is_closed(self.in_) and not self.has_been_pulled(self.in_) and self._should_pull():
             self.pull(self.in_)
+        self._rehold()
         self._complete_if_ready()
 
     def _complete_if_ready(self) -> None:
@@ -216,4 +227,5 @@ class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
     def on_timer(self, key) -> None:
         if self.is_available(self.out) and self.buf:
             self.push(self.out, *self.buf.popleft()[1:])
+        self._rehold()
         self._complete_if_ready()

@@ -73,6 +73,8 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.total_weight = 0
         self.total_number = 0
         self.has_elements = False
+        self.group_ts = None  # event time: the smallest timestamp in the group, and the pending element's
+        self.pending_ts = None
         self.set_handler(stage.in_, self)
         self.set_handler(stage.out, self)
 
@@ -102,6 +104,9 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
             self.fail_stage(ValueError(f"Negative weight [{cost}] for element [{elem!r}] is not allowed"))
             return
         self.has_elements = True
+        if self._ts is not None:
+            self._held(self._ts, self.total_weight + cost <= self.max_weight
+                       and self.total_number + 1 <= self.max_number or self.total_weight == 0 and self.total_number == 0)
         if self.total_weight + cost <= self.max_weight and self.total_number + 1 <= self.max_number:
             self.group.append(elem)
             self.total_weight += cost
@@ -126,7 +131,26 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
             self._restart_timer()
             self._try_close_group()
 
+    def _held(self, ts, into_group: bool) -> None:
+        """Event time: an element is kept (in the group or as pending); hold the watermark at the smallest
+        timestamp kept, so no watermark overtakes an element still inside (spec: holding stages)."""
+        if into_group:
+            if self.group_ts is None or ts < self.group_ts:
+                self.group_ts = ts
+        else:
+            self.pending_ts = ts
+        self.hold_watermark_for((self.group_ts, self.pending_ts))
+
+    def _group_out(self) -> None:
+        """Event time: the group went downstream; what stays is the pending element (if any)."""
+        if self.group_ts is not None or self.pending_ts is not None:
+            self.group_ts, self.pending_ts = self.pending_ts, None
+            self.hold_watermark_for((self.group_ts,))
+
     def reset_state(self) -> None:
+        if self.group_ts is not None or self.pending_ts is not None:
+            self.group_ts = self.pending_ts = None
+            self.release_watermark_hold()
         self.group = []
         self.pending = _NONE
         self.pending_weight = 0
@@ -147,6 +171,7 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
         group = self.group
         self.group = []
         self.push(self.out, group)
+        self._group_out()
         if self.finished:
             if self.pending is not _NONE:
                 pending, self.pending = self.pending, _NONE
