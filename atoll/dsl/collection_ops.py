@@ -121,6 +121,13 @@ class CollectionSinks:
         return Sink.from_graph(MK.ForallSink(pred))
 
     @staticmethod
+    def none(pred: Callable[[Any], bool]):
+        """``Future[bool]``: whether ``pred`` holds for no element (cancels upstream once it did)."""
+        from .sink import Sink
+
+        return Sink.from_graph(MK.NoneSink(pred))
+
+    @staticmethod
     def take_last(n: int):
         """``Future[list]``: the last ``n`` elements."""
         from .sink import Sink

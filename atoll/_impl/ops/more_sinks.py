@@ -1,7 +1,8 @@
-"""More sinks: count, exists, forall, take_last (Pekko's ``Sink.count``, ``exists``, ``forall``, ``takeLast``).
+"""More sinks: count, exists, forall, none, take_last (Pekko's ``Sink.count``, ``exists``, ``forall``, ``none``,
+``takeLast``).
 
-All have chunk forms (their demand is unbounded); ``exists``/``forall`` cancel upstream as soon as
-the answer is known, as Pekko's (a ``foldWhile`` into ``Sink.head``).
+All have chunk forms (their demand is unbounded); ``exists``/``forall``/``none`` cancel upstream as soon
+as the answer is known, as Pekko's (a ``foldWhile`` into ``Sink.head``).
 """
 from __future__ import annotations
 
@@ -52,14 +53,15 @@ class _CountLogic(_ChunkSinkLogic):
 
 
 class _PredicateSink(SinkStage):
-    """exists / forall: ``found`` is the answer once ``bool(pred(x)) == found`` for an element; for an
-    empty stream (or none found) the answer is ``not found``."""
+    """exists / forall / none: the answer is ``answer`` once ``bool(pred(x)) == trigger`` for an element;
+    for an empty stream (or no such element) it is ``not answer``."""
 
-    def __init__(self, name: str, pred: Callable[[Any], bool], found: bool):
+    def __init__(self, name: str, pred: Callable[[Any], bool], trigger: bool, answer: bool):
         require_callable(f"Sink.{name}", "pred", pred)
         super().__init__(name)
         self.pred = pred
-        self.found = found
+        self.trigger = trigger
+        self.answer = answer
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
@@ -75,7 +77,7 @@ class ExistsSink(_PredicateSink):
     supervision strategy says Stop (Resume and Restart skip the element)."""
 
     def __init__(self, pred: Callable[[Any], bool]):
-        super().__init__("exists", pred, True)
+        super().__init__("exists", pred, True, True)
 
 
 class ForallSink(_PredicateSink):
@@ -87,18 +89,31 @@ class ForallSink(_PredicateSink):
     the supervision strategy says Stop (Resume and Restart skip the element)."""
 
     def __init__(self, pred: Callable[[Any], bool]):
-        super().__init__("forall", pred, False)
+        super().__init__("forall", pred, False, False)
+
+
+class NoneSink(_PredicateSink):
+    """``Future[bool]``: False as soon as ``pred`` holds for an element (then upstream is cancelled);
+    True when upstream completes before (also for an empty stream). Pekko's ``Sink.none``.
+
+    **Backpressures when** ``pred`` is running. **Completes** its future as said; fails it with
+    upstream's failure or with what ``pred`` raised. **Cancels when** ``pred`` held, or raised and the
+    supervision strategy says Stop (Resume and Restart skip the element)."""
+
+    def __init__(self, pred: Callable[[Any], bool]):
+        super().__init__("none", pred, True, False)
 
 
 class _PredicateLogic(_ChunkSinkLogic):
     def __init__(self, stage: _PredicateSink, promise, decider):
         super().__init__(stage, promise)
         self.pred = stage.pred
-        self.found = stage.found
+        self.trigger = stage.trigger
+        self.answer = stage.answer
         self.decider = decider
 
     def _decided(self) -> None:
-        complete_promise(self.promise, self.found)
+        complete_promise(self.promise, self.answer)
         self.complete_stage()
 
     def _supervise(self, exc: BaseException) -> bool:
@@ -109,7 +124,7 @@ class _PredicateLogic(_ChunkSinkLogic):
 
     def on_push(self):
         try:
-            hit = bool(self.pred(self.grab(self.in_))) == self.found
+            hit = bool(self.pred(self.grab(self.in_))) == self.trigger
         except Exception as e:  # noqa: BLE001
             if self._supervise(e):
                 self.pull(self.in_)
@@ -120,12 +135,12 @@ class _PredicateLogic(_ChunkSinkLogic):
             self.pull(self.in_)
 
     def on_push_chunk(self):
-        pred, found = self.pred, self.found
+        pred, trigger = self.pred, self.trigger
         it = iter(self.grab(self.in_))
         while True:
             try:
                 for x in it:
-                    if bool(pred(x)) == found:
+                    if bool(pred(x)) == trigger:
                         self._decided()
                         return
                 break
@@ -135,7 +150,7 @@ class _PredicateLogic(_ChunkSinkLogic):
         self._pull_more()
 
     def result(self):
-        return not self.found
+        return not self.answer
 
 
 class TakeLastSink(SinkStage):
@@ -181,4 +196,4 @@ class _TakeLastSinkLogic(_ChunkSinkLogic):
         self.buf = deque(state, maxlen=self.buf.maxlen)
 
 
-__all__ = ["CountSink", "ExistsSink", "ForallSink", "TakeLastSink"]
+__all__ = ["CountSink", "ExistsSink", "ForallSink", "NoneSink", "TakeLastSink"]

@@ -1,6 +1,6 @@
-"""Sink.count, Sink.exists, Sink.forall: ported from Pekko's SinkSpec ("Sink.exists"/"Sink.forall" cases:
-true/false answers, empty streams, cancelling upstream once decided, supervision, failures) and
-the count sink of SeqSinkSpec-style usage; plus the chunk forms' parity with the element-only run."""
+"""Sink.count, Sink.exists, Sink.forall, Sink.none: ported from Pekko's SinkSpec ("The forall sink", "The none
+sink", "The exists sink": every case), plus cancelling upstream once decided, Stop/Resume supervision, the
+count sink, and the chunk forms' parity with the element-only run."""
 from __future__ import annotations
 
 import pytest
@@ -133,6 +133,7 @@ def _raising(x):
 
 
 @pytest.mark.parametrize("make", [Sink.count, lambda: Sink.exists(lambda x: x == 17), lambda: Sink.forall(lambda x: x < 17),
+                                  lambda: Sink.none(lambda x: x == 17), lambda: Sink.none(lambda x: x > 100),
                                   lambda: Sink.exists(_raising), lambda: Sink.exists(_raising).with_attributes(
                                       Attributes.supervision_strategy(resuming)), lambda: Sink.take_last(5)])
 def test_chunk_forms_match_the_element_form(make):
@@ -142,3 +143,58 @@ def test_chunk_forms_match_the_element_form(make):
     want = outcome(graph(), fusion=False)
     for size in (1, 3, 1024):
         assert same(outcome(graph(), chunk_size=size), want), size
+
+
+# ---------------------------------------------------------------------------------------------- exact SinkSpec ports
+def _oops_at_2(result):
+    def pred(elem):
+        if elem == 2:
+            raise RuntimeError("Oops")
+        return result(elem)
+
+    return pred
+
+
+def test_spec_forall_completes_with_true_with_restart_strategy(fmat):
+    sink = Sink.forall(_oops_at_2(lambda e: e > 0)).with_attributes(RESTART)
+    assert Source.range(1, 3).run_with(sink, fmat).result(3) is True
+
+
+def test_spec_exists_with_restart_strategy(fmat):
+    sink = Sink.exists(_oops_at_2(lambda e: e > 1)).with_attributes(RESTART)
+    assert Source.range(1, 3).run_with(sink, fmat).result(3) is False
+
+
+def test_spec_none_completes_with_true_when_all_elements_do_not_match(fmat):
+    assert Source.range(1, 5).run_with(Sink.none(lambda x: x < 0), fmat).result(3) is True
+
+
+def test_spec_none_completes_with_false_when_any_element_matches(fmat):
+    assert Source.range(1, 5).run_with(Sink.none(lambda x: x > 2), fmat).result(3) is False
+
+
+def test_spec_none_completes_with_true_if_the_stream_is_empty(fmat):
+    assert Source.empty().run_with(Sink.none(lambda x: x > 2), fmat).result(3) is True
+
+
+def test_spec_none_completes_with_failure_if_the_stream_failed(fmat):
+    with pytest.raises(RuntimeError, match="Oops"):
+        Source.failed(RuntimeError("Oops")).run_with(Sink.none(lambda x: x > 2), fmat).result(3)
+
+
+def test_spec_none_completes_with_false_with_restart_strategy(fmat):
+    sink = Sink.none(_oops_at_2(lambda e: e > 1)).with_attributes(RESTART)
+    assert Source.range(1, 4).run_with(sink, fmat).result(3) is False
+
+
+def test_none_cancels_upstream_once_matched(fmat):
+    probe, fut = TestSource.probe().to_mat(Sink.none(lambda x: x == 2), Keep.both).run(fmat)
+    probe.send_next(1)
+    probe.send_next(2)
+    probe.expect_cancellation()
+    assert fut.result(3) is False
+
+
+def test_none_validation():
+    with pytest.raises(TypeError, match="Sink.none: argument 'pred' must be callable"):
+        Sink.none(None)
