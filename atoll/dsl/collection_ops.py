@@ -121,6 +121,16 @@ class CollectionSinks:
         return Sink.from_graph(MK.ForallSink(pred))
 
     @staticmethod
+    def fold_while(zero: Any, pred: Callable[[Any], bool], fn: Callable[[Any, Any], Any]):
+        """``Future`` of ``fold_while``: the fold of the elements, cancelling upstream once ``pred(acc)`` is
+        false (Pekko's ``Sink.foldWhile``: ``fold_while`` into ``Sink.head``)."""
+        from .flow import Flow
+        from .keep import Keep
+        from .sink import Sink
+
+        return Flow().fold_while(zero, pred, fn).to_mat(Sink.head(), Keep.right)
+
+    @staticmethod
     def none(pred: Callable[[Any], bool]):
         """``Future[bool]``: whether ``pred`` holds for no element (cancels upstream once it did)."""
         from .sink import Sink

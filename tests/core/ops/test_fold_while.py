@@ -1,4 +1,5 @@
-"""fold_while: ported from Pekko's FlowFoldWhileSpec (happy path, forall and exists built on it), plus the
+"""fold_while and Sink.fold_while: ported from Pekko's FlowFoldWhileSpec (happy path, forall and exists built on
+it) and SinkFoldSpec ("sink.foldWhile works in happy path"), plus the
 fold cases it shares (empty stream, failure, supervision, early cancellation of upstream) and the chunk
 form's parity with the element-only run."""
 from __future__ import annotations
@@ -126,3 +127,19 @@ def test_validation():
         Source.empty().fold_while(0, bool, 1)
     with pytest.raises(ValueError, match="fold_while: argument 'zero' must not be None"):
         Source.empty().fold_while(None, bool, add)
+
+
+def test_sink_fold_while_works_in_happy_path(fmat):
+    assert Source.range(1, 11).run_with(Sink.fold_while(0, lambda a: a < 10, add), fmat).result(3) == 10
+
+
+def test_sink_fold_while_cancels_upstream_once_the_predicate_fails(fmat):
+    probe, fut = TestSource.probe().to_mat(Sink.fold_while(0, lambda a: a < 3, add), lambda a, b: (a, b)).run(fmat)
+    probe.send_next(2)
+    probe.send_next(2)
+    probe.expect_cancellation()
+    assert fut.result(3) == 4
+
+
+def test_sink_fold_while_empty_stream_gives_zero(fmat):
+    assert Source.empty().run_with(Sink.fold_while(5, lambda a: True, add), fmat).result(3) == 5
