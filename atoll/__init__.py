@@ -30,6 +30,10 @@ from ._impl.ops.fan_in import (
 from ._impl.ops.fan_out import Balance, Broadcast, Partition, Unzip, UnzipWith
 from ._impl.ops.kill_switch import KillSwitch, KillSwitches, SharedKillSwitch, UniqueKillSwitch
 from ._impl.ops.sources import Cancellable
+from ._impl.ops.delay import DelayOverflowStrategy
+from ._impl.ops.more_sources import MaybePromise
+from ._impl.ops.throttle import ThrottleMode
+from .dsl.restart import RestartFlow, RestartSettings, RestartSink, RestartSource, RetryFlow
 from .windowing import Aggregate, Late, Session, Sliding, Tumbling, Window, WindowStats
 from .stage import (
     Attributes,
@@ -78,6 +82,14 @@ __all__ = [
     "UniqueKillSwitch",
     "SharedKillSwitch",
     "Cancellable",
+    "ThrottleMode",
+    "DelayOverflowStrategy",
+    "MaybePromise",
+    "RestartSettings",
+    "RestartSource",
+    "RestartFlow",
+    "RestartSink",
+    "RetryFlow",
     "Aggregate",
     "Window",
     "Late",
