@@ -34,6 +34,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
+from ...errors import StreamError
+
 _lock = threading.Lock()
 
 
@@ -216,10 +218,56 @@ def run_detached(result: Any) -> None:
 
 
 def outcome(fut: Future):
-    """``(value, exc)`` of a done future; a cancelled one gives ``CancelledError``."""
+    """``(value, exc)`` of a done future; a cancelled one gives ``CancelledError``, a Ray task's failure
+    the task's own exception (see ``unwrap_ray_error``)."""
     if fut.cancelled():
         return None, asyncio.CancelledError(f"the future was cancelled: {fut!r}")
     exc = fut.exception()
     if exc is not None:
-        return None, exc
+        return None, unwrap_ray_error(exc)
     return fut.result(), None
+
+
+class RayCallError(StreamError):
+    """A Ray call made by an async operator failed with one of Ray's own errors (``ActorDiedError``,
+    ``ObjectLostError``, ``TaskCancelledError``...), not with an exception of the called code. It carries
+    the Ray error's type name (``ray_error``) and message; in the process where it was raised, the Ray
+    error itself is its ``__cause__``. (A Ray error instance cannot be handed on to another island: Ray
+    fails any call that gets one as an argument, so the stream would never hear of the failure.)"""
+
+    def __init__(self, ray_error: str, message: str):
+        super().__init__(f"{ray_error}: {message}" if message else ray_error)
+        self.ray_error = ray_error
+        self.remote_message = message
+
+    def __reduce__(self):
+        return (RayCallError, (self.ray_error, self.remote_message))
+
+
+def unwrap_ray_error(exc: BaseException) -> BaseException:
+    """What the decider sees and the stream fails with when a Ray call fails: the exception the task or
+    actor method raised, instead of Ray's ``RayTaskError`` wrapper (with the remote traceback as a
+    note), and a ``RayCallError`` for Ray's own errors. Neither wrapper can travel on to another island:
+    Ray fails a call that gets a Ray error among its arguments."""
+    ray = sys.modules.get("ray")
+    exceptions = getattr(ray, "exceptions", None) if ray is not None else None
+    if exceptions is None:
+        return exc
+    task_error = getattr(exceptions, "RayTaskError", None)
+    ray_error = getattr(exceptions, "RayError", None)
+    if task_error is not None and isinstance(exc, task_error):
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, BaseException) and not isinstance(cause, task_error):
+            if ray_error is not None and isinstance(cause, ray_error):
+                return unwrap_ray_error(cause)
+            try:
+                cause.add_note(f"raised remotely: {getattr(exc, 'traceback_str', exc)}")
+            except Exception:  # noqa: BLE001 - notes are a nicety
+                pass
+            return cause
+    if ray_error is not None and isinstance(exc, ray_error):
+        t = type(exc)
+        wrapped = RayCallError(f"{t.__module__}.{t.__qualname__}", str(exc))
+        wrapped.__cause__ = exc
+        return wrapped
+    return exc
