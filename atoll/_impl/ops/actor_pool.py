@@ -1,0 +1,230 @@
+"""The workers behind ``map_pool``: Ray actors, or local threads when Ray is not initialised.
+
+A worker wraps one instance built by ``factory()`` (once per worker: a model loads once per actor) and
+runs calls of 1..b elements on it. Both kinds answer with something the stage's ``Resolver`` resolves
+on the island thread (an ``ObjectRef`` or a ``concurrent.futures.Future``), so the stage logic is the
+same for both:
+
+* ``start()`` -> readiness: completes when ``factory()`` ran (fails with ``factory``'s own exception);
+* ``call(elems, batched, fetch)`` -> ``(status, refs)``: ``status`` completes with the list of results
+  (``fetch=True``), or with a list of "result is None" flags while ``refs`` holds one ObjectRef per
+  element (``fetch=False``, Ray only: the values stay in the object store);
+* ``kill()``: stop it now (``ray.kill(no_restart=True)``; a local thread ends after its current call).
+
+Ray actors are created with ``max_restarts=0, max_task_retries=0``: Ray never replays a call, so the
+stage knows exactly which elements an actor death lost. The wrapper's ``__init__`` never raises: it
+keeps ``factory``'s exception and ``ready()`` raises it, so the stage sees the original error (an
+actor whose constructor raises would only report ``ActorDiedError``).
+"""
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, List, Optional
+
+from ...errors import StreamDetachedError
+
+
+def factory_name(factory: Any) -> str:
+    """``Model`` for a class, a partial of one, or a function (used in messages: ``map_pool(Model)``)."""
+    f = factory
+    while hasattr(f, "func"):  # functools.partial
+        f = f.func
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
+
+
+class PoolInstance:
+    """What a worker holds: ``getattr(factory(), method)`` and the call of one list of elements."""
+
+    __slots__ = ("fn", "name", "init_error")
+
+    def __init__(self, factory: Callable[[], Any], method: str):
+        self.name = factory_name(factory)
+        self.fn = None
+        self.init_error: Optional[BaseException] = None
+        try:
+            instance = factory()
+            fn = getattr(instance, method, None)
+            if fn is None or not callable(fn):
+                raise TypeError(f"map_pool({self.name}): {instance!r} has no callable {method!r}")
+            self.fn = fn
+        except Exception as e:  # noqa: BLE001 - reported by ready()
+            self.init_error = e
+
+    def ready(self) -> None:
+        if self.init_error is not None:
+            raise self.init_error
+
+    def run(self, elems: list, batched: bool) -> list:
+        """The results for ``elems`` (one call of ``fn`` per element, or one call with the whole list)."""
+        if not batched:
+            return [self.fn(e) for e in elems]
+        out = self.fn(elems)
+        try:
+            out = list(out)
+        except TypeError:
+            raise TypeError(f"map_pool({self.name}): fn must return a list for a batch, got {out!r}") from None
+        if len(out) != len(elems):
+            raise ValueError(f"map_pool({self.name}): fn returned {len(out)} results for {len(elems)} elements")
+        return out
+
+
+class PoolActor:
+    """The Ray actor class of a pool worker (``ray.remote`` is applied when the pool starts one)."""
+
+    def __init__(self, factory: Callable[[], Any], method: str):
+        self.inst = PoolInstance(factory, method)
+
+    def ready(self) -> None:
+        self.inst.ready()
+
+    def call(self, elems: list, batched: bool) -> list:
+        return self.inst.run(elems, batched)
+
+    def call_refs(self, elems: list, batched: bool):
+        """``fetch=False``: one return per element, then the list of "is None" flags (``num_returns=n+1``)."""
+        out = self.inst.run(elems, batched)
+        return (*out, [r is None for r in out])
+
+
+_remote_class = None
+
+
+def _ray_actor_class():
+    global _remote_class
+    if _remote_class is None:
+        import ray
+
+        _remote_class = ray.remote(PoolActor)
+    return _remote_class
+
+
+def ray_active() -> bool:
+    """Whether pool workers are Ray actors here: ``ray`` imported and initialised in this process."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+class RayWorker:
+    """A pool worker that is a Ray actor."""
+
+    __slots__ = ("actor",)
+
+    kind = "ray"
+
+    def __init__(self, factory, method: str, options: dict):
+        self.actor = _ray_actor_class().options(max_restarts=0, max_task_retries=0, **options).remote(factory, method)
+
+    def start(self):
+        return self.actor.ready.remote()
+
+    def call(self, elems: list, batched: bool, fetch: bool):
+        if fetch:
+            return self.actor.call.remote(elems, batched), None
+        refs = self.actor.call_refs.options(num_returns=len(elems) + 1).remote(elems, batched)
+        return refs[-1], list(refs[:-1])
+
+    def kill(self) -> None:
+        import ray
+
+        try:
+            ray.kill(self.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+_STOP = object()
+
+
+class LocalWorker:
+    """A pool worker that is a local daemon thread with its own ``factory()`` instance (no Ray)."""
+
+    __slots__ = ("q", "thread", "ready_future", "stopped")
+
+    kind = "local"
+
+    def __init__(self, factory, method: str, options: dict, name: str = "atoll-pool"):
+        self.q: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.ready_future: Future = Future()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(factory, method), name=name, daemon=True)
+
+    def start(self) -> Future:
+        self.thread.start()
+        return self.ready_future
+
+    def _run(self, factory, method) -> None:
+        try:
+            inst = PoolInstance(factory, method)
+            if inst.init_error is not None:
+                self.ready_future.set_exception(inst.init_error)
+                return
+            self.ready_future.set_result(None)
+            while True:
+                item = self.q.get()
+                if item is _STOP:
+                    return
+                fut, elems, batched = item
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                try:
+                    fut.set_result(inst.run(elems, batched))
+                except BaseException as e:  # noqa: BLE001 - the call's outcome
+                    fut.set_exception(e)
+        finally:
+            self._drain()
+            self.stopped.set()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self.q.get_nowait()
+            except queue.Empty:
+                return
+            if item is not _STOP:
+                item[0].cancel()
+
+    def call(self, elems: list, batched: bool, fetch: bool):
+        fut: Future = Future()
+        self.q.put((fut, elems, batched))
+        return fut, None
+
+    def kill(self) -> None:
+        self.q.put(_STOP)
+        if not self.thread.is_alive() and self.thread.ident is not None:
+            self._drain()
+
+
+def new_worker(factory, method: str, options: dict, use_ray: bool):
+    return RayWorker(factory, method, options) if use_ray else LocalWorker(factory, method, options)
+
+
+def is_actor_death(exc: BaseException) -> bool:
+    """The worker is gone (Ray actor death or loss of its results): its calls are lost, not failed."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return False
+    ex = ray.exceptions
+    return isinstance(exc, (ex.RayActorError, ex.ObjectLostError))
+
+
+def original_error(exc: BaseException) -> BaseException:
+    """The exception ``fn`` raised, for an error coming back from an actor call (``RayTaskError``)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and isinstance(exc, ray.exceptions.RayTaskError):
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, BaseException):
+            return cause
+    return exc
+
+
+def detached_error(what: str) -> StreamDetachedError:
+    return StreamDetachedError(f"map_pool: {what}: the stage has stopped")
+
+
+__all__: List[str] = [
+    "PoolInstance", "PoolActor", "RayWorker", "LocalWorker", "new_worker", "ray_active", "is_actor_death",
+    "original_error", "factory_name",
+]

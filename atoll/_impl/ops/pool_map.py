@@ -1,0 +1,590 @@
+"""``map_pool``: elements through a pool of stateful workers - Ray actors, each built once by ``factory()``
+(a model loads once per actor) - with an exact bound on the elements held, per-element supervision and
+a ``PoolControl`` materialized value. Design: ``operators.md`` section 3.2-3.5.
+
+**Where the workers run.** When ``ray`` is initialised in the process running the stage (a Ray island
+actor, or a local materializer in a driver that called ``ray.init``) the workers are Ray actors, created
+with ``max_restarts=0, max_task_retries=0`` so that Atoll knows which elements an actor death lost.
+Without Ray (``Materializer.local()`` and ``not ray.is_initialized()``) the same stage runs on local
+daemon threads, one per worker, each with its own ``factory()`` instance: ordering, the bound,
+supervision, batching and scaling are the same and are tested in-process; actor death cannot happen
+there, and ``fetch=False`` emits the values themselves (there is no object store).
+
+**Machinery.** Readiness and call results (an ``ObjectRef`` or a ``concurrent.futures.Future``) are
+resolved by :class:`.async_loop.Resolver` - ``ref.future()``, never a blocking ``ray.get`` on the island
+thread - and handled on the island thread. Timers (``batch_timeout``, ``idle_timeout``,
+``ready_timeout``) use the stage timer API, so ``ManualClock`` drives them in tests.
+
+**Where this differs from the design (``operators.md`` 3.2-3.5), and why.**
+
+* ``max_concurrency``, ``init_retries``, ``max_consecutive_init_failures`` and ``wait_ready`` are not
+  arguments (the brief's signature has none): calls run one at a time per actor, a worker whose
+  ``factory()`` fails is replaced at once, the stream fails with ``factory``'s original exception after
+  ``MAX_INIT_FAILURES`` (3) consecutive failed starts with no success in between, and dispatch starts
+  as soon as one worker is ready.
+* A call that fails is retried (``retry_exceptions``) on whichever worker is free first, not
+  preferably on another one; the decider is asked once per failed call (a batch shares its verdict).
+* An actor death is charged to the elements of the *oldest* call in flight on that actor (calls run
+  in order, one at a time, so that is the call that was running); the elements of its other calls are
+  re-dispatched without a charge. ``PoolWorkerDiedError(index, attempts)`` goes to the decider once an
+  element was charged ``max_retries + 1`` deaths.
+* ``restarts()`` counts replacements of workers that had been ready (after a death or a Restart
+  decision); a worker whose start failed is replaced without counting.
+* ``resize(n)`` makes the pool a fixed pool of ``n`` from then on (``min = max = n``; the bound on held
+  elements follows the new ``max``). ``n = 0`` pauses the stage.
+* ``batch_size`` without ``batch_timeout`` sends whatever is waiting (up to ``batch_size``) as soon as
+  a worker has a free slot; with ``batch_timeout=t`` a partial batch waits for more elements until its
+  oldest element has waited ``t`` seconds, unless it cannot grow (upstream finished, or the stage
+  holds ``parallelism`` elements). Full batches go at once.
+* ``fetch=False`` cannot see a ``None`` result without fetching it: each call also returns the list of
+  "result is None" flags (a tiny extra return), so ``None`` results are dropped there too.
+* Signals (watermarks, barriers) are forwarded as they arrive, like ``map_async``; they are not held
+  behind the elements in the pool.
+* ``PoolStartTimeoutError`` is defined here (``atoll.errors`` is not this work's file).
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from typing import Any, Callable, Optional
+
+from ...errors import PoolWorkerDiedError, StreamTimeoutError
+from ...stage.handlers import InHandler, OutHandler
+from ...stage.supervision import Supervision, decide
+from ...stage.timers import TimerGraphStageLogic
+from .actor_pool import factory_name, is_actor_death, new_worker, original_error, ray_active
+from .async_loop import Resolver, outcome
+from .async_map import log_resumed
+from .base import FlowStage, decider_of, require_bool, require_callable, require_int
+from .pool_control import PoolControl
+from .timeouts import require_duration
+
+OP = "map_pool"
+#: consecutive failed worker starts (``factory()`` raised, or the actor died before it was ready) that fail the stream
+MAX_INIT_FAILURES = 3
+
+_NOT_YET = object()
+_EPS = 1e-9
+_STARTING, _READY, _DEAD = "starting", "ready", "dead"
+
+
+class PoolStartTimeoutError(StreamTimeoutError):
+    """No worker of a ``map_pool`` became ready within ``ready_timeout`` (Ray could not place the actors)."""
+
+
+# =========================================================================== validation
+def _check_size(size: Any):
+    def bad():
+        return ValueError(f"{OP}: size must be >= 1 or (min, max) with 0 <= min <= max, max >= 1, got {size!r}")
+
+    if isinstance(size, tuple):
+        if len(size) != 2 or any(isinstance(v, bool) or not isinstance(v, int) for v in size):
+            raise bad()
+        lo, hi = size
+        if not (0 <= lo <= hi and hi >= 1):
+            raise bad()
+        return lo, hi
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise bad()
+    return size, size
+
+
+def _check_number(arg: str, value: Any, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{OP}: argument {arg!r} must be a number >= 0, got {value!r}")
+
+
+def _check_exceptions(value: Any) -> tuple:
+    if isinstance(value, type) and issubclass(value, BaseException):
+        return (value,)
+    if isinstance(value, tuple) and all(isinstance(v, type) and issubclass(v, BaseException) for v in value):
+        return value
+    raise TypeError(f"{OP}: argument 'retry_exceptions' must be an exception class or a tuple of them, got {value!r}")
+
+
+class MapPool(FlowStage):
+    """Emits ``getattr(factory(), method)(elem)`` for every element, computed by a pool of workers (Ray
+    actors; local threads without Ray), each built once by ``factory()``. With ``batch_size=b`` the
+    workers get lists of up to ``b`` elements and return lists of the same length, emitted one by one.
+    ``ordered=True`` emits in element order (a reorder buffer), ``ordered=False`` in completion order.
+    A ``None`` result is dropped. The stage holds at most ``parallelism = max_size *
+    max_in_flight_per_actor * (batch_size or 1)`` elements (in flight, waiting for a worker slot, or
+    done and not yet emitted). Materializes a :class:`PoolControl`.
+
+    **Emits when** the result for the oldest held element (ordered) or any result (unordered) has come
+    back and downstream is ready. **Backpressures when** ``parallelism`` elements are held (and, ordered,
+    the oldest one's result is not there). **Completes when** upstream completes and every held element
+    was emitted or dropped. **Cancels when** downstream cancels. Every worker is killed when the stage
+    stops, however it stops.
+
+    Supervision: ``fn`` raising an exception in ``retry_exceptions`` is retried up to ``max_retries``
+    times; otherwise the decider decides: Stop fails the stream at once, Resume drops the element(s)
+    of the failed call, Restart drops them and replaces the worker. An actor death re-dispatches the
+    lost elements and replaces the actor; an element charged with more than ``max_retries`` deaths
+    goes to the decider as ``PoolWorkerDiedError``. ``factory()`` failing ``MAX_INIT_FAILURES`` times in
+    a row fails the stream with its exception (not a decider case, as Pekko's resource creation)."""
+
+    def __init__(self, factory: Any, *, size: Any = 1, ordered: bool = True, max_in_flight_per_actor: int = 2,
+                 method: str = "__call__", batch_size: Optional[int] = None, batch_timeout: Optional[float] = None,
+                 num_cpus: float = 1, num_gpus: float = 0, memory: Optional[float] = None,
+                 resources: Optional[dict] = None, runtime_env: Optional[dict] = None, scheduling_strategy: Any = None,
+                 max_retries: int = 3, retry_exceptions: Any = (), idle_timeout: Optional[float] = 60.0,
+                 ready_timeout: float = 600.0, fetch: bool = True):
+        require_callable(OP, "factory", factory)
+        self.min_size, self.max_size = _check_size(size)
+        require_bool(OP, "ordered", ordered)
+        require_int(OP, "max_in_flight_per_actor", max_in_flight_per_actor, 1)
+        if not isinstance(method, str) or not method:
+            raise TypeError(f"{OP}: argument 'method' must be a method name, got {method!r}")
+        if batch_size is not None:
+            require_int(OP, "batch_size", batch_size, 1)
+        if batch_timeout is not None:
+            if batch_size is None:
+                raise ValueError(f"{OP}: argument 'batch_timeout' needs batch_size, got batch_size=None")
+            batch_timeout = require_duration(OP, "batch_timeout", batch_timeout)
+        _check_number("num_cpus", num_cpus)
+        _check_number("num_gpus", num_gpus)
+        _check_number("memory", memory, optional=True)
+        if resources is not None and not isinstance(resources, dict):
+            raise TypeError(f"{OP}: argument 'resources' must be a dict, got {resources!r}")
+        if runtime_env is not None and not isinstance(runtime_env, dict):
+            raise TypeError(f"{OP}: argument 'runtime_env' must be a dict, got {runtime_env!r}")
+        require_int(OP, "max_retries", max_retries, 0)
+        self.retry_exceptions = _check_exceptions(retry_exceptions)
+        if idle_timeout is not None:
+            idle_timeout = require_duration(OP, "idle_timeout", idle_timeout)
+        ready_timeout = require_duration(OP, "ready_timeout", ready_timeout)
+        require_bool(OP, "fetch", fetch)
+        super().__init__(OP)
+        self.factory = factory
+        self.name_ = f"{OP}({factory_name(factory)})"
+        self.ordered = ordered
+        self.max_in_flight = max_in_flight_per_actor
+        self.method = method
+        self.batch_size = batch_size
+        self.batch_timeout = batch_timeout
+        self.max_retries = max_retries
+        self.idle_timeout = idle_timeout
+        self.ready_timeout = ready_timeout
+        self.fetch = fetch
+        options: dict = {"num_cpus": num_cpus, "num_gpus": num_gpus}
+        if memory is not None:
+            options["memory"] = memory
+        if resources is not None:
+            options["resources"] = resources
+        if runtime_env is not None:
+            options["runtime_env"] = runtime_env
+        if scheduling_strategy is not None:
+            options["scheduling_strategy"] = scheduling_strategy
+        self.options = options
+
+    @property
+    def parallelism(self) -> int:
+        return self.max_size * self.max_in_flight * (self.batch_size or 1)
+
+    def create_logic_and_materialized_value(self, attributes):
+        control = PoolControl()
+        return _MapPoolLogic(self, decider_of(attributes), control), control
+
+
+# =========================================================================== logic
+class _Item:
+    """One held element: its input index, the result once known, retries and charged deaths."""
+
+    __slots__ = ("seq", "elem", "value", "arrived", "retries", "deaths")
+
+    def __init__(self, seq: int, elem: Any, arrived: float):
+        self.seq = seq
+        self.elem = elem
+        self.value = _NOT_YET
+        self.arrived = arrived
+        self.retries = 0
+        self.deaths = 0
+
+
+class _Worker:
+    __slots__ = ("wid", "handle", "state", "calls", "was_ready")
+
+    def __init__(self, wid: int, handle):
+        self.wid = wid
+        self.handle = handle
+        self.state = _STARTING
+        self.calls: list = []  # in dispatch order
+        self.was_ready = False
+
+
+class _Call:
+    __slots__ = ("worker", "items", "refs", "live")
+
+    def __init__(self, worker: _Worker, items: list):
+        self.worker = worker
+        self.items = items
+        self.refs = None
+        self.live = True
+
+
+class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    def __init__(self, stage: MapPool, decider, control: PoolControl):
+        super().__init__(stage.shape)
+        self.stage = stage
+        self.in_ = stage.in_
+        self.out = stage.out
+        self.set_handler(self.in_, self)
+        self.set_handler(self.out, self)
+        self.decider = decider
+        self.control = control
+        self.min = stage.min_size
+        self.max = stage.max_size
+        self.mif = stage.max_in_flight
+        self.b = stage.batch_size
+        self.batched = stage.batch_size is not None
+        self.resolver = Resolver(self, stage.name_, self._completed)
+        self.workers: dict = {}  # wid -> _Worker, in wid order
+        self.next_wid = 0
+        self.waiting: deque = deque()  # items waiting for a worker slot
+        self.out_q: deque = deque()  # ordered: every held item in order; unordered: the items that are done
+        self.held = 0
+        self.seq = 0
+        self.in_flight = 0
+        self.restarts = 0
+        self.init_failures = 0
+        self.demanded = False
+        self.stopped = False
+        self.use_ray = False
+        self.fetch = stage.fetch
+        self.batch_timer_for: Optional[_Item] = None
+        self._progressing = False
+        self._again = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def pre_start(self) -> None:
+        self.use_ray = ray_active()
+        self.fetch = self.stage.fetch or not self.use_ray
+        self.control._island_thread = threading.get_ident()
+        self.control._resize = self.get_async_callback(self._on_resize)
+        while self._alive() < self.min and not self.stopped:  # a start may complete synchronously
+            self._start_worker()
+        self._sync_control()
+
+    def post_stop(self) -> None:
+        self.stopped = True
+        self.resolver.stop()
+        workers, self.workers = list(self.workers.values()), {}
+        for w in workers:
+            w.state = _DEAD
+            w.handle.kill()
+        self.in_flight = 0
+        c = self.control
+        c._stopped = True
+        c._size = 0
+        c._in_flight = 0
+        c._restarts = self.restarts
+
+    def _fail(self, exc: BaseException) -> None:
+        self.stopped = True
+        self.fail_stage(exc)
+
+    # ------------------------------------------------------------------ ports
+    def on_push(self) -> None:
+        item = _Item(self.seq, self.grab(self.in_), self.interpreter.host.now())
+        self.seq += 1
+        self.held += 1
+        self.waiting.append(item)
+        if self.stage.ordered:
+            self.out_q.append(item)
+        self._progress()
+
+    def on_pull(self) -> None:
+        self.demanded = True
+        self._progress()
+
+    def on_upstream_finish(self) -> None:
+        self._progress()
+
+    def on_timer(self, key: Any) -> None:
+        if key == "batch":
+            self.batch_timer_for = None
+        elif key[0] == "ready":
+            w = self.workers.get(key[1])
+            if w is not None and w.state == _STARTING and not any(x.state == _READY for x in self.workers.values()):
+                self._fail(PoolStartTimeoutError(
+                    f"{self.stage.name_}: no pool worker was ready within {self.stage.ready_timeout} s "
+                    f"(each worker asks for {self.stage.options})"))
+                return
+        elif key[0] == "idle":
+            w = self.workers.get(key[1])
+            if w is not None and w.state == _READY and not w.calls and self._alive() > self.min:
+                self._remove_worker(w)
+        self._progress()
+
+    def _on_resize(self, n: int) -> None:
+        if self.stopped:
+            return
+        self.min = self.max = n
+        excess = self._alive() - n
+        if excess > 0:
+            # stop starting workers first, then idle ones, then the least busy; highest id first
+            ws = sorted(self.workers.values(), key=lambda w: (w.state == _READY, len(w.calls), -w.wid))
+            for w in ws[:excess]:
+                self._remove_worker(w)
+        self._progress()
+
+    # ------------------------------------------------------------------ workers
+    def _alive(self) -> int:
+        return len(self.workers)
+
+    def _start_worker(self) -> None:
+        if self.stopped:
+            return
+        st = self.stage
+        wid = self.next_wid
+        self.next_wid += 1
+        w = _Worker(wid, new_worker(st.factory, st.method, st.options, self.use_ray))
+        self.workers[wid] = w
+        self.schedule_once(("ready", wid), st.ready_timeout)
+        fut = self.resolver.resolve(w.handle.start(), (w, None))
+        if fut is not None:
+            self._completed((w, None), fut)
+
+    def _remove_worker(self, w: _Worker) -> None:
+        """Stop ``w``; the elements of its calls go back to the front of the waiting queue, uncharged."""
+        self.workers.pop(w.wid, None)
+        w.state = _DEAD
+        self.cancel_timer(("ready", w.wid))
+        self.cancel_timer(("idle", w.wid))
+        lost = []
+        for call in w.calls:
+            call.live = False
+            lost.extend(call.items)
+            self.in_flight -= len(call.items)
+        w.calls = []
+        self._requeue(lost)
+        w.handle.kill()
+
+    def _replace(self, w: _Worker) -> None:
+        self._remove_worker(w)
+        self.restarts += 1
+        if self._alive() < self.max:
+            self._start_worker()
+
+    def _requeue(self, items: list) -> None:
+        if items:
+            items.sort(key=lambda i: i.seq)
+            self.waiting.extendleft(reversed(items))
+
+    def _free_worker(self) -> Optional[_Worker]:
+        best = None
+        for w in self.workers.values():
+            if w.state == _READY and len(w.calls) < self.mif and (best is None or len(w.calls) < len(best.calls)):
+                best = w
+        return best
+
+    # ------------------------------------------------------------------ completions
+    def _completed(self, token, fut) -> None:
+        w, call = token
+        if self.stopped:
+            return
+        if call is None:
+            self._ready_done(w, fut)
+        elif call.live:
+            self._call_done(call, fut)
+        self._progress()
+
+    def _ready_done(self, w: _Worker, fut) -> None:
+        if w.state != _STARTING:
+            return  # stopped meanwhile
+        self.cancel_timer(("ready", w.wid))
+        _, exc = outcome(fut)
+        if exc is None:
+            w.state = _READY
+            w.was_ready = True
+            self.init_failures = 0
+            self._idle(w)
+            return
+        self.workers.pop(w.wid, None)
+        w.state = _DEAD
+        w.handle.kill()
+        self.init_failures += 1
+        if self.init_failures >= MAX_INIT_FAILURES:
+            self._fail(original_error(exc))
+
+    def _call_done(self, call: _Call, fut) -> None:
+        w = call.worker
+        value, exc = outcome(fut)
+        if exc is not None and is_actor_death(exc):
+            self._worker_died(w, exc)
+            return
+        w.calls.remove(call)
+        call.live = False
+        items = call.items
+        self.in_flight -= len(items)
+        if exc is None:
+            if call.refs is None:
+                results = value
+            else:
+                results = [None if is_none else ref for ref, is_none in zip(call.refs, value)]
+            for item, r in zip(items, results):
+                self._done(item, r)
+            self._idle(w)
+            return
+        exc = original_error(exc)
+        retry = isinstance(exc, self.stage.retry_exceptions)
+        again = [i for i in items if retry and i.retries < self.stage.max_retries]
+        for i in again:
+            i.retries += 1
+        self._requeue(again)
+        rest = [i for i in items if i not in again]
+        if rest:
+            d = decide(self.decider, exc)
+            if d == Supervision.STOP:
+                self._fail(exc)
+                return
+            log_resumed(self, self.stage.name_, exc)
+            for i in rest:
+                self._done(i, None)
+            if d == Supervision.RESTART and w.state != _DEAD:
+                self._replace(w)
+                return
+        self._idle(w)
+
+    def _worker_died(self, w: _Worker, exc: BaseException) -> None:
+        """``w`` is gone: the oldest call (the one running) is charged, every element goes back."""
+        if w.state == _DEAD:
+            return
+        blamed = list(w.calls[0].items) if w.calls else []
+        detail = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        self._replace(w)  # requeues the elements of every call
+        for item in blamed:
+            item.deaths += 1
+            if item.deaths <= self.stage.max_retries:
+                continue
+            err = PoolWorkerDiedError(item.seq, item.deaths, detail)
+            d = decide(self.decider, err)
+            if d == Supervision.STOP:
+                self._fail(err)
+                return
+            log_resumed(self, self.stage.name_, err)
+            self.waiting.remove(item)
+            self._done(item, None)
+
+    def _done(self, item: _Item, value: Any) -> None:
+        item.value = value
+        item.elem = None
+        if not self.stage.ordered:
+            self.out_q.append(item)
+
+    def _idle(self, w: _Worker) -> None:
+        if (not w.calls and w.state == _READY and self.stage.idle_timeout is not None and self.min < self.max):
+            self.schedule_once(("idle", w.wid), self.stage.idle_timeout)
+
+    # ------------------------------------------------------------------ progress
+    def _progress(self) -> None:
+        """Dispatch, emit, pull and complete as far as possible (re-entrant calls are folded in)."""
+        if self._progressing:
+            self._again = True
+            return
+        self._progressing = True
+        try:
+            while not self.stopped:
+                self._again = False
+                self._dispatch()
+                if self.stopped:
+                    return
+                self._emit()
+                if not self._again:
+                    break
+        finally:
+            self._progressing = False
+        if self.stopped:
+            return
+        if self.is_closed(self.in_):
+            if self.held == 0:
+                self.stopped = True
+                self.complete_stage()
+                return
+        elif self.demanded and self.held < self.max * self.mif * (self.b or 1) and not self.has_been_pulled(self.in_):
+            self.pull(self.in_)
+        self._sync_control()
+
+    def _batch_due(self) -> bool:
+        b = self.b
+        if b is None or len(self.waiting) >= b or self.stage.batch_timeout is None:
+            return True
+        if self.is_closed(self.in_) or self.held >= self.max * self.mif * b:
+            return True
+        return self.interpreter.host.now() >= self.waiting[0].arrived + self.stage.batch_timeout - _EPS
+
+    def _dispatch(self) -> None:
+        waiting = self.waiting
+        n = self.b or 1
+        while waiting:
+            if not self._batch_due():
+                head = waiting[0]
+                if self.batch_timer_for is not head:
+                    self.batch_timer_for = head
+                    delay = head.arrived + self.stage.batch_timeout - self.interpreter.host.now()
+                    self.schedule_once("batch", max(0.0, delay))
+                break
+            w = self._free_worker()
+            if w is None:
+                self._scale_up()
+                break
+            items = [waiting.popleft() for _ in range(min(n, len(waiting)))]
+            self._send(w, items)
+            if self.stopped:
+                return
+        if not waiting and self.batch_timer_for is not None:
+            self.batch_timer_for = None
+            self.cancel_timer("batch")
+        while self._alive() < self.min and not self.stopped:
+            self._start_worker()
+
+    def _scale_up(self) -> None:
+        calls_waiting = -(-len(self.waiting) // (self.b or 1))
+        pending = sum(1 for w in self.workers.values() if w.state == _STARTING)
+        need = -(-max(0, calls_waiting - pending * self.mif) // self.mif)
+        for _ in range(min(need, self.max - self._alive())):
+            if self.stopped:
+                return
+            self._start_worker()
+
+    def _send(self, w: _Worker, items: list) -> None:
+        call = _Call(w, items)
+        w.calls.append(call)
+        self.in_flight += len(items)
+        self.cancel_timer(("idle", w.wid))
+        try:
+            status, call.refs = w.handle.call([i.elem for i in items], self.batched, self.fetch)
+            fut = self.resolver.resolve(status, (w, call))
+        except Exception as e:  # noqa: BLE001 - e.g. an element Ray cannot serialize: a failure of this call
+            from concurrent.futures import Future
+
+            fut = Future()
+            fut.set_exception(e)
+        if fut is not None:
+            self._completed((w, call), fut)
+
+    def _emit(self) -> None:
+        q = self.out_q
+        while q:
+            item = q[0]
+            if item.value is _NOT_YET:
+                return
+            if item.value is None:
+                q.popleft()
+                self.held -= 1
+                continue
+            if not self.is_available(self.out):
+                return
+            q.popleft()
+            self.held -= 1
+            self.push(self.out, item.value)
+
+    def _sync_control(self) -> None:
+        c = self.control
+        c._size = len(self.workers)
+        c._in_flight = self.in_flight
+        c._restarts = self.restarts
