@@ -7,7 +7,7 @@ value is resolved. For in-process islands nothing is pending and the functions r
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 
 class PendingValue:
@@ -23,13 +23,16 @@ class PendingValue:
 
 
 class DeferredValue:
-    """``fn(*args)`` to be computed once the pending values among ``args`` are known."""
+    """``fn(*args)`` to be computed once the pending values among ``args`` are known; computed once
+    (the result is kept), however many values refer to it."""
 
-    __slots__ = ("fn", "args")
+    __slots__ = ("fn", "args", "done", "result")
 
     def __init__(self, fn: Callable, args: Tuple[Any, ...]):
         self.fn = fn
         self.args = args
+        self.done = False
+        self.result = None
 
 
 def is_pending(value: Any) -> bool:
@@ -51,5 +54,21 @@ def resolve(value: Any, known: Dict[Any, Any]) -> Any:
     if t is PendingValue:
         return known[value.key]
     if t is DeferredValue:
-        return value.fn(*(resolve(a, known) for a in value.args))
+        if not value.done:
+            value.result = value.fn(*(resolve(a, known) for a in value.args))
+            value.done = True
+        return value.result
     return value
+
+
+def keep_every(value: Any, deferred: List[DeferredValue]) -> Any:
+    """``value``, made to evaluate every one of ``deferred`` too when it is resolved: a function of the
+    traversal (``map_materialized_value``, a ``Keep`` combiner) runs even when ``Keep.none`` or
+    ``Keep.left`` drops its result, as in Pekko. Evaluated in recording order, then ``value``."""
+    if not deferred:
+        return value
+    return DeferredValue(_last, tuple(deferred) + (value,))
+
+
+def _last(*values: Any) -> Any:
+    return values[-1]

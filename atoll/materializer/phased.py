@@ -44,6 +44,14 @@ def materialize(
     traversal_stack: List[Traversal] = []
     attributes_stack: List[Attributes] = [top_attributes]
     mat_stack: List[Any] = []
+    deferred: List[Any] = []  # every function of the traversal still waiting for a pending value
+
+    def apply(fn, *args):
+        value = mat_values.apply(fn, *args)
+        if type(value) is mat_values.DeferredValue:
+            deferred.append(value)
+        return value
+
     current = traversal
     while True:
         t = type(current)
@@ -53,7 +61,7 @@ def materialize(
             module, finish = prepare(current.module, driver, phase)
             attrs = attributes_stack[-1]
             handle, mat = phase.materialize_atomic(module, attrs)
-            mat_stack.append(mat if finish is None else mat_values.apply(finish, mat))
+            mat_stack.append(mat if finish is None else apply(finish, mat))
             offset = tracking.current_global_offset
             shape = module.shape
             if debug:
@@ -72,14 +80,14 @@ def materialize(
         elif t is _Pop:
             mat_stack.pop()
         elif t is Transform:
-            mat_stack.append(mat_values.apply(current.fn, mat_stack.pop()))
+            mat_stack.append(apply(current.fn, mat_stack.pop()))
         elif t is Compose:
             second = mat_stack.pop()
             first = mat_stack.pop()
             if current.reverse:
-                mat_stack.append(mat_values.apply(current.fn, second, first))
+                mat_stack.append(apply(current.fn, second, first))
             else:
-                mat_stack.append(mat_values.apply(current.fn, first, second))
+                mat_stack.append(apply(current.fn, first, second))
         elif t is PushAttributes:
             attributes_stack.append(attributes_stack[-1].and_(current.attributes))
         elif t is _PopAttributes:
@@ -98,4 +106,4 @@ def materialize(
         phase.on_island_ready()
     if len(mat_stack) != 1:
         raise RuntimeError(f"materialized-value stack ends with {len(mat_stack)} values instead of 1")
-    return mat_stack[0], tracking.phases
+    return mat_values.keep_every(mat_stack[0], deferred), tracking.phases

@@ -184,3 +184,26 @@ def test_materializer_defaults_are_least_specific(mat):
     small = Attributes.input_buffer(1, 1)
     got = Source.range(0, 5).island().via(Flow().map(lambda x: x).with_attributes(small)).run_with(Sink.seq(), mat)
     assert got.result(timeout=3) == [0, 1, 2, 3, 4]
+
+
+def test_map_materialized_value_runs_even_when_its_value_is_dropped():
+    """Pekko runs ``mapMaterializedValue`` at materialization whatever the combiners keep (RestartSpec relies on it):
+    once each, also under ``Keep.none`` and inside a GraphDSL ``b.add``."""
+    from atoll import ClosedShape, GraphDSL, Keep, Materializer, RunnableGraph, Sink, Source
+
+    calls = []
+    m = Materializer.local()
+    try:
+        src = Source.single(1).map_materialized_value(lambda v: calls.append("src") or v)
+        snk = Sink.seq().map_materialized_value(lambda v: calls.append("sink") or v)
+        assert src.to_mat(snk, Keep.none).run(m) is NotUsed
+        assert sorted(calls) == ["sink", "src"]
+
+        def build(b):
+            b.add(Source.single(2).map_materialized_value(lambda v: calls.append("in graph") or v)) >> b.add(Sink.ignore()).in_
+            return ClosedShape
+
+        RunnableGraph.from_graph(GraphDSL.create(build)).run(m)
+        assert sorted(calls) == ["in graph", "sink", "src"]
+    finally:
+        m.shutdown()
