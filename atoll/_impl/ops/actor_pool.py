@@ -24,7 +24,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, List, Optional
 
-from ...errors import StreamDetachedError
+from .async_loop import RayCallError
 
 
 def factory_name(factory: Any) -> str:
@@ -202,12 +202,15 @@ def new_worker(factory, method: str, options: dict, use_ray: bool):
 
 
 def is_actor_death(exc: BaseException) -> bool:
-    """The worker is gone (Ray actor death or loss of its results): its calls are lost, not failed."""
+    """The worker is gone (Ray actor death or loss of its results): its calls are lost, not failed.
+    ``exc`` comes from ``async_loop.outcome``, which wraps Ray's own errors in ``RayCallError`` (the Ray
+    error is its ``__cause__``); the Ray error itself is recognised too."""
     ray = sys.modules.get("ray")
     if ray is None:
         return False
     ex = ray.exceptions
-    return isinstance(exc, (ex.RayActorError, ex.ObjectLostError))
+    death = (ex.RayActorError, ex.ObjectLostError)
+    return isinstance(exc, death) or (isinstance(exc, RayCallError) and isinstance(exc.__cause__, death))
 
 
 def original_error(exc: BaseException) -> BaseException:
@@ -218,10 +221,6 @@ def original_error(exc: BaseException) -> BaseException:
         if isinstance(cause, BaseException):
             return cause
     return exc
-
-
-def detached_error(what: str) -> StreamDetachedError:
-    return StreamDetachedError(f"map_pool: {what}: the stage has stopped")
 
 
 __all__: List[str] = [

@@ -1,0 +1,247 @@
+"""map_pool on Ray: pool actors created by the island actor that runs the stage.
+
+A named counting actor (``Counter``) records what the test checks - elements pulled and emitted, calls,
+deaths - instead of timing. The pool actors ask for ``num_cpus=0.25`` so that several fit on the test
+session's 4 CPUs beside the island actors. Every test ends with no pool actor alive.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+import ray
+
+from atoll import Attributes, Flow, Keep, KillSwitches, Sink, Source, Supervision
+from atoll.errors import PoolWorkerDiedError
+from atoll.testkit import TestSink, TestSource
+
+RESUME = Attributes.supervision_strategy(Supervision.resuming_decider)
+CPU = 0.25
+
+
+@ray.remote(num_cpus=0)
+class Counter:
+    def __init__(self):
+        self.pulled = 0
+        self.emitted = 0
+        self.max_held = 0
+        self.deaths: dict = {}
+        self.instances = 0
+
+    def pull(self):
+        self.pulled += 1
+        self.max_held = max(self.max_held, self.pulled - self.emitted)
+
+    def emit(self):
+        self.emitted += 1
+
+    def attempt(self, x) -> int:
+        """Count an attempt on ``x`` (the element a model dies on); returns how many there were before."""
+        n = self.deaths.get(x, 0)
+        self.deaths[x] = n + 1
+        return n
+
+    def new_instance(self):
+        self.instances += 1
+
+    def get(self):
+        return {"pulled": self.pulled, "emitted": self.emitted, "max_held": self.max_held,
+                "deaths": dict(self.deaths), "instances": self.instances}
+
+
+@pytest.fixture
+def counter(ray_session):
+    name = f"pool-counter-{random.random()}"
+    c = Counter.options(name=name).remote()
+    yield name
+    ray.kill(c)
+
+
+class Model:
+    """Random latency (0..10 ms) per call; dies (``os._exit``) on ``die_on`` the first ``deaths`` times."""
+
+    def __init__(self, counter: str, die_on=None, deaths: int = 0, seed: int = 0):
+        self.counter = ray.get_actor(counter)
+        self.die_on = die_on
+        self.deaths = deaths
+        self.rng = random.Random(seed + os.getpid())
+        ray.get(self.counter.new_instance.remote())
+
+    def __call__(self, x):
+        if x == self.die_on and ray.get(self.counter.attempt.remote(x)) < self.deaths:
+            os._exit(1)
+        time.sleep(self.rng.random() * 0.01)
+        return x * 10
+
+
+def _counted(counter: str, n: int):
+    def gen():
+        c = ray.get_actor(counter)
+        for i in range(n):
+            ray.get(c.pull.remote())
+            yield i
+
+    return gen
+
+
+def _emit(counter: str):
+    def fn(x):
+        ray.get(ray.get_actor(counter).emit.remote())
+        return x
+
+    return fn
+
+
+def pool_actors_alive() -> int:
+    import ray_helpers
+    from ray.util.state import list_actors
+
+    address = f"http://{ray_helpers.DASHBOARD}" if ray_helpers.DASHBOARD else None
+    return len(list_actors(address=address, filters=[("class_name", "=", "PoolActor"), ("state", "=", "ALIVE")],
+                           limit=1000, raise_on_missing_output=False))
+
+
+def wait_until(cond, timeout: float = 30.0, what: str = "") -> None:
+    """Wait for an eventual state (Ray reports actor deaths asynchronously); fails after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        time.sleep(0.1)
+
+
+def assert_no_pool_actor() -> None:
+    wait_until(lambda: pool_actors_alive() == 0, what="every pool actor to be gone")
+
+
+# =========================================================================== order and bound
+def test_order_under_random_latency_and_the_bound(rmat, counter):
+    import functools
+
+    n, size, mif = 60, 2, 2
+    control, fut = Source.from_iterator(_counted(counter, n)) \
+        .map_pool(functools.partial(Model, counter), size=size, max_in_flight_per_actor=mif, num_cpus=CPU) \
+        .map(_emit(counter)).to_mat(Sink.seq(), Keep.both).run(rmat)
+    assert fut.result(120) == [x * 10 for x in range(n)]
+    stats = ray.get(ray.get_actor(counter).get.remote())
+    assert stats["pulled"] == stats["emitted"] == n
+    # pulled counts an element when the stage pulls it, emitted once the next stage got it: the one in
+    # between may have been pulled already (held <= parallelism), hence + 1
+    assert stats["max_held"] <= size * mif + 1
+    assert stats["instances"] == size  # factory ran once per actor
+    assert control.restarts() == 0
+    assert_no_pool_actor()
+
+
+def test_batches_unordered_on_ray(rmat):
+    out = Source.range(0, 100).map_pool(_Doubler, size=2, batch_size=8, ordered=False, num_cpus=CPU) \
+        .run_with(Sink.seq(), rmat).result(120)
+    assert sorted(out) == [2 * x for x in range(100)]
+    assert_no_pool_actor()
+
+
+class _Doubler:
+    def __call__(self, xs):
+        return [2 * x for x in xs]
+
+
+# =========================================================================== actor death
+def test_an_actor_that_dies_once_is_replaced(rmat, counter):
+    import functools
+
+    control, fut = Source.range(0, 12) \
+        .map_pool(functools.partial(Model, counter, die_on=5, deaths=1), size=1, num_cpus=CPU) \
+        .to_mat(Sink.seq(), Keep.both).run(rmat)
+    assert fut.result(120) == [x * 10 for x in range(12)]
+    assert control.restarts() == 1
+    stats = ray.get(ray.get_actor(counter).get.remote())
+    assert stats["deaths"] == {5: 2}  # attempts on 5: one died, the second ran
+    assert stats["instances"] == 2  # the replacement ran the rest
+    assert_no_pool_actor()
+
+
+def test_an_element_that_always_kills_its_actor(rmat, counter):
+    import functools
+
+    fut = Source.range(0, 8) \
+        .map_pool(functools.partial(Model, counter, die_on=3, deaths=100), size=1, max_retries=1, num_cpus=CPU) \
+        .run_with(Sink.seq(), rmat)
+    with pytest.raises(PoolWorkerDiedError) as info:
+        fut.result(120)
+    assert (info.value.index, info.value.attempts) == (3, 2)
+    assert_no_pool_actor()
+    out = Source.range(0, 8) \
+        .map_pool(functools.partial(Model, counter, die_on=3, deaths=100), size=1, max_retries=1, num_cpus=CPU) \
+        .with_attributes(RESUME).run_with(Sink.seq(), rmat)
+    assert out.result(120) == [x * 10 for x in range(8) if x != 3]
+    assert ray.get(ray.get_actor(counter).get.remote())["deaths"] == {3: 4}  # 2 attempts per run, all died
+    assert_no_pool_actor()
+
+
+# =========================================================================== scaling and control
+def test_scale_to_zero_and_back_and_resize(rmat, counter):
+    import functools
+
+    (src, control), sink = TestSource.probe().via_mat(
+        Flow().map_pool(functools.partial(Model, counter), size=(0, 1), idle_timeout=0.3, num_cpus=CPU),
+        Keep.both).to_mat(TestSink.probe(), Keep.both).run(rmat)
+    sink.request(10)
+    assert control.size() == 0
+    src.send_next(1)
+    sink.expect_next(10)
+    assert control.size() == 1
+    wait_until(lambda: control.size() == 0, what="the idle actor to be stopped")
+    src.send_next(2)  # cold start
+    sink.expect_next(20)
+    assert ray.get(ray.get_actor(counter).get.remote())["instances"] == 2  # a new actor ran it
+    control.resize(2)
+    assert control.size() == 2
+    src.send_next(3)
+    sink.expect_next(30)
+    src.send_complete()
+    sink.expect_complete()
+    assert_no_pool_actor()
+
+
+# =========================================================================== no actor left
+def test_no_pool_actor_left_after_cancel_and_kill_switch(rmat, counter):
+    import functools
+
+    (src, control), sink = TestSource.probe().via_mat(
+        Flow().map_pool(functools.partial(Model, counter), size=2, num_cpus=CPU), Keep.both) \
+        .to_mat(TestSink.probe(), Keep.both).run(rmat)
+    sink.request(2)
+    src.send_next(1)
+    sink.expect_next(10)
+    assert control.size() == 2
+    sink.cancel()
+    src.expect_cancellation()
+    assert_no_pool_actor()
+
+    (switch, control), fut = Source.repeat(1).via_mat(KillSwitches.single(), Keep.right) \
+        .via_mat(Flow().map_pool(functools.partial(Model, counter), size=2, num_cpus=CPU), Keep.both) \
+        .to_mat(Sink.ignore(), Keep.both).run(rmat)
+    wait_until(lambda: control.size() == 2 and control.in_flight() > 0, what="the pool to work")
+    switch.abort(RuntimeError("stop it"))
+    with pytest.raises(RuntimeError, match="stop it"):
+        fut.result(60)
+    assert_no_pool_actor()
+
+
+# =========================================================================== fetch=False
+def _fetch(ref):
+    return type(ref).__name__, ray.get(ref)
+
+
+def test_fetch_false_emits_object_refs(rmat):
+    out = Source.range(0, 10).map_pool(_Evens, size=1, fetch=False, batch_size=4, num_cpus=CPU) \
+        .map(_fetch).run_with(Sink.seq(), rmat).result(120)
+    assert out == [("ObjectRef", x) for x in range(0, 10, 2)]  # the None results are dropped
+    assert_no_pool_actor()
+
+
+class _Evens:
+    def __call__(self, xs):
+        return [x if x % 2 == 0 else None for x in xs]
