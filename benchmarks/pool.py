@@ -1,0 +1,236 @@
+"""``pool``: a stateful "model" on a pool of 2 Ray actors: Atoll ``map_pool`` vs Ray Data vs ``ray.util.ActorPool``.
+
+10^5 ints (10^4 with ``--quick``) go through ``Model``, a class whose constructor builds its state once per
+actor and whose call costs about 2 ms of CPU per batch of 64 (a busy loop, not a sleep) and returns
+``[x * 3 + offset for x in batch]``. Variants, each starting its own 2 actors inside the timed run:
+
+* atoll: ``Source.range(n).map_pool(Model, size=2, batch_size=64).run_with(Sink.seq())`` on
+  ``Materializer.ray()`` (the island driving the pool asks for ``num_cpus=0``) - and the same graph on
+  ``Materializer.local()`` (the island in the driver, the pool actors on Ray) as a second row;
+* ray-data: ``ray.data.from_items(...).map_batches(Model, batch_size=64, compute=ActorPoolStrategy(size=2))``,
+  then ``take_all()``;
+* actor-pool: ``ray.util.ActorPool`` of 2 actors mapping the pre-cut batches of 64 (one call in flight per actor).
+
+All results are checked against the plain-Python result before timing (Ray Data's in sorted order: it
+does not keep the order unless ``preserve_order`` is set). Also measured: the time from the start to the
+first result (Atoll ``Sink.head()`` vs Ray Data's first row from ``iter_rows``), and the most elements
+the Atoll stage held (pulled minus emitted, counted around the stage on the local materializer; the
+bound is ``2 actors x 2 in flight x 64 = 256``).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List
+
+from ._common import Options, Result, Table, fmt_rate, fmt_ratio, out, progress, start_ray
+
+N = 100_000
+N_QUICK = 10_000
+BATCH = 64
+ACTORS = 2
+CALL_COST_S = 0.002
+THROUGHPUT_TARGET = 1.2
+FIRST_TARGET = 0.5
+
+
+class Model:
+    """The stateful "model": state built once per actor; ~2 ms of CPU per call (a batch of up to 64)."""
+
+    def __init__(self, offset: int = 1):
+        self.offset = offset
+        self.table = [i * 3 for i in range(1000)]  # "weights", built once
+
+    def __call__(self, batch: List[int]) -> List[int]:
+        end = time.perf_counter() + CALL_COST_S
+        while time.perf_counter() < end:  # busy: CPU, not a sleep
+            pass
+        return [x * 3 + self.offset for x in batch]
+
+
+class RayDataModel:
+    """Ray Data's side: the same ``Model`` on the ``item`` column of a numpy batch."""
+
+    def __init__(self):
+        self.model = Model()
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        import numpy as np
+
+        return {"item": np.asarray(self.model(batch["item"].tolist()), dtype=np.int64)}
+
+
+def expected(n: int) -> List[int]:
+    return [x * 3 + 1 for x in range(n)]
+
+
+def run_atoll(mat, n: int, island: bool) -> List[int]:
+    from atoll import Sink, Source
+
+    g = Source.range(0, n).map_pool(Model, size=ACTORS, batch_size=BATCH)
+    if island:
+        g = g.island(num_cpus=0)
+    return g.run_with(Sink.seq(), mat).result()
+
+
+def atoll_first(mat, n: int) -> float:
+    from atoll import Sink, Source
+
+    t0 = time.perf_counter()
+    Source.range(0, n).map_pool(Model, size=ACTORS, batch_size=BATCH).island(num_cpus=0) \
+        .run_with(Sink.head(), mat).result()
+    return time.perf_counter() - t0
+
+
+def atoll_held(n: int) -> tuple:
+    """(max held, result) on the local materializer: pulled and emitted counted around the stage."""
+    from atoll import Materializer, Sink, Source
+
+    count = {"pulled": 0, "emitted": 0, "max": 0}
+
+    def pulled(x):
+        count["pulled"] += 1
+        count["max"] = max(count["max"], count["pulled"] - count["emitted"])
+        return x
+
+    def emitted(x):
+        count["emitted"] += 1
+        return x
+
+    mat = Materializer.local()
+    try:
+        got = Source.range(0, n).map(pulled).map_pool(Model, size=ACTORS, batch_size=BATCH).map(emitted) \
+            .run_with(Sink.seq(), mat).result()
+    finally:
+        mat.shutdown()
+    return count["max"], got
+
+
+def _ray_data_ds(n: int):
+    import ray.data
+    from ray.data import ActorPoolStrategy
+
+    return ray.data.from_items(list(range(n))).map_batches(
+        RayDataModel, batch_size=BATCH, batch_format="numpy", compute=ActorPoolStrategy(size=ACTORS))
+
+
+def run_ray_data(n: int) -> List[int]:
+    return [int(r["item"]) for r in _ray_data_ds(n).take_all()]
+
+
+def ray_data_first(n: int) -> float:
+    t0 = time.perf_counter()
+    for _row in _ray_data_ds(n).iter_rows():
+        break
+    return time.perf_counter() - t0
+
+
+def run_actor_pool(n: int) -> List[int]:
+    import ray
+    from ray.util import ActorPool
+
+    remote = ray.remote(num_cpus=1)(Model)
+    actors = [remote.remote() for _ in range(ACTORS)]
+    try:
+        pool = ActorPool(actors)
+        batches = [list(range(i, min(i + BATCH, n))) for i in range(0, n, BATCH)]
+        got: List[int] = []
+        for part in pool.map(lambda a, b: a.__call__.remote(b), batches):
+            got.extend(part)
+        return got
+    finally:
+        for a in actors:
+            ray.kill(a)
+
+
+def _best(fn, runs: int) -> tuple:
+    times, value = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - t0)
+    return times, value
+
+
+def run(opts: Options) -> Result:
+    import logging
+
+    import ray
+
+    from atoll import Materializer
+
+    n = N_QUICK if opts.quick else N
+    runs = opts.runs
+    res = Result("pool", params={"n": n, "batch": BATCH, "actors": ACTORS, "call_cost_s": CALL_COST_S, "runs": runs,
+                                 "throughput_target": THROUGHPUT_TARGET, "first_target": FIRST_TARGET})
+    out(f"pool: {n:,} ints, Model ~{CALL_COST_S * 1000:.0f} ms CPU per batch of {BATCH}, {ACTORS} actors; "
+        f"1 warm-up, best of {runs}")
+    started = start_ray()
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    rmat = Materializer.ray()
+    lmat = Materializer.local()
+    variants = {
+        "atoll": lambda k: run_atoll(rmat, k, island=True),
+        "atoll-local": lambda k: run_atoll(lmat, k, island=False),
+        "ray-data": run_ray_data,
+        "actor-pool": run_actor_pool,
+    }
+    try:
+        want = expected(n)
+        progress("checking results")
+        for name, fn in variants.items():
+            got = fn(n)
+            ok = sorted(got) == want if name == "ray-data" else got == want
+            if not ok:
+                res.ok = False
+                res.notes.append(f"{name}: result differs from the expected one (len {len(got)})")
+        times: Dict[str, list] = {}
+        for name, fn in variants.items():
+            progress(f"pool/{name}")
+            times[name], _ = _best(lambda fn=fn: fn(n), runs)
+        progress("first results")
+        first_atoll = min(atoll_first(rmat, n) for _ in range(runs))
+        first_rd = min(ray_data_first(n) for _ in range(runs))
+        progress("max held")
+        held, got = atoll_held(n)
+        if got != want:
+            res.ok = False
+            res.notes.append("atoll (held count run): result differs")
+    finally:
+        rmat.shutdown()
+        lmat.shutdown()
+        if started:
+            ray.shutdown()
+
+    best = {k: min(v) for k, v in times.items()}
+    rates = {k: n / v for k, v in best.items()}
+    what = {
+        "atoll": "map_pool(Model, size=2, batch_size=64) in an island (Materializer.ray)",
+        "atoll-local": "the same on Materializer.local (island in the driver, actors on Ray)",
+        "ray-data": "from_items -> map_batches(Model, 64, ActorPoolStrategy(size=2)) -> take_all",
+        "actor-pool": "ray.util.ActorPool(2 actors).map over batches of 64",
+    }
+    table = Table(["variant", "elements", "best s", "elements/s", "vs Ray Data", "what"])
+    for k in variants:
+        table.add(k, f"{n:,}", f"{best[k]:.2f}", fmt_rate(rates[k]), fmt_ratio(rates[k] / rates["ray-data"]), what[k])
+    out(table.render())
+    ratio = rates["atoll"] / rates["ray-data"]
+    first_share = first_atoll / first_rd
+    out(f"atoll/ray-data = {ratio:.3f} (target >= {THROUGHPUT_TARGET}: {'met' if ratio >= THROUGHPUT_TARGET else 'NOT met'}); "
+        f"atoll/actor-pool = {rates['atoll'] / rates['actor-pool']:.3f}")
+    out(f"first result: atoll {first_atoll:.2f}s, ray-data {first_rd:.2f}s = {first_share:.2f}x "
+        f"(target < {FIRST_TARGET}x: {'met' if first_share < FIRST_TARGET else 'NOT met'})")
+    out(f"most elements held by the atoll stage: {held} (bound {ACTORS * 2 * BATCH})")
+    res.rows = [{"variant": k, "times_s": times[k], "best_s": best[k], "elements_per_s": rates[k]} for k in variants]
+    res.summary = {"atoll_over_ray_data": ratio, "throughput_target_met": ratio >= THROUGHPUT_TARGET,
+                   "atoll_over_actor_pool": rates["atoll"] / rates["actor-pool"],
+                   "first_result_atoll_s": first_atoll, "first_result_ray_data_s": first_rd,
+                   "first_result_share": first_share, "first_target_met": first_share < FIRST_TARGET,
+                   "max_held": held, "held_bound": ACTORS * 2 * BATCH}
+    for note in res.notes:
+        out(f"note: {note}")
+    return res
