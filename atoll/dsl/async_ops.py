@@ -9,11 +9,12 @@ blocking the island thread). The functions themselves are called on the island t
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 from .._impl.ops.async_fold import FoldAsync, ScanAsync
 from .._impl.ops.async_map import MapAsync, MapAsyncPartitioned, MapAsyncUnordered, ask_stage
 from .._impl.ops.async_sources import UnfoldAsync, UnfoldResourceAsync
+from .._impl.ops.remote_map import MapRemote
 
 
 class AsyncOps:
@@ -58,6 +59,22 @@ class AsyncOps:
         (Pekko's ``ask``). The actor's exceptions and its death (``ActorDiedError``) are supervised like
         ``map_async`` failures."""
         return self._stage(ask_stage(actor, parallelism, method, ordered))
+
+    def map_remote(self, fn: Callable[[Any], Any], *, parallelism: int, ordered: bool = True,
+                   num_cpus: Optional[float] = None, num_gpus: Optional[float] = None, memory: Optional[int] = None,
+                   resources: Optional[Dict[str, float]] = None, runtime_env: Optional[Dict[str, Any]] = None,
+                   scheduling_strategy: Any = None, max_retries: Optional[int] = None,
+                   retry_exceptions: Union[None, bool, Sequence[type]] = None, fetch: bool = True):
+        """Run ``fn(elem)`` as a stateless Ray task per element, at most ``parallelism`` in flight, and emit
+        the results in element order (completion order with ``ordered=False``); ``map_async`` semantics
+        (supervision per element, ``None`` results dropped). The options are Ray's task options (None:
+        Ray's default). ``fetch=False`` emits each task's ``ObjectRef`` once the task finished, without
+        pulling the value into the island. On ``Materializer.local()`` without ``ray.init`` ``fn`` runs on
+        a local pool of ``parallelism`` threads instead (resource options ignored, ``fetch=False`` emits
+        values). See :mod:`atoll._impl.ops.remote_map`."""
+        options = {"num_cpus": num_cpus, "num_gpus": num_gpus, "memory": memory, "resources": resources,
+                   "runtime_env": runtime_env, "scheduling_strategy": scheduling_strategy}
+        return self._stage(MapRemote(fn, parallelism, ordered, options, max_retries, retry_exceptions, fetch))
 
 
 class AsyncSources:
