@@ -428,37 +428,55 @@ def test_batch_timeout_bounds_the_wait_of_a_partial_batch(cmat, clock):
     sink.expect_complete()
 
 
-def test_waiting_elements_go_at_once_when_a_slot_frees(cmat, clock):
-    """No batch_timeout: what waits goes as soon as the worker has a slot (up to batch_size)."""
-    ctl = Ctl()
+class GatedBatches:
+    def __init__(self, ctl: Ctl):
+        self.ctl = ctl
 
-    class GatedBatches:
-        def __call__(self, xs):
-            return [ctl.enter(0, tuple(xs))] and xs
+    def __call__(self, xs):
+        self.ctl.enter(0, tuple(xs))
+        return xs
 
-    try:
-        src, _control, sink = run_probes(Flow().map_pool(lambda: GatedBatches(), size=1, max_in_flight_per_actor=1,
-                                                         batch_size=3), cmat)
-        sink.request(100)
-        src.send_next(0)
-        assert ctl.next_call() == (0,)
-        src.send_next(1)
-        src.send_next(2)  # held: 0 in flight, 1 and 2 waiting (parallelism 1 x 1 x 3)
-        clock.advance(0)  # a barrier: the island has handled both pushes (no time passes)
-        ctl.release((0,))
-        sink.expect_next(0)
-        assert ctl.next_call() == (1, 2)  # what waited goes at once, as a partial batch
-        src.send_next(3)
-        clock.advance(0)
-        ctl.release((1, 2))
-        sink.expect_next(1, 2)
-        assert ctl.next_call() == (3,)
-        ctl.release((3,))
-        sink.expect_next(3)
-        src.send_complete()
-        sink.expect_complete()
-    finally:
-        ctl.release_all()
+
+def test_elements_whose_wait_is_over_go_when_a_slot_frees(cmat, clock, ctl):
+    src, _control, sink = run_probes(Flow().map_pool(functools.partial(GatedBatches, ctl), size=1,
+                                                     max_in_flight_per_actor=2, batch_size=3, batch_timeout=1.0), cmat)
+    sink.request(100)
+    src.send_next(0)
+    clock.advance(1.0)  # the partial batch waited batch_timeout
+    assert ctl.next_call() == (0,)
+    for x in (1, 2, 3):
+        src.send_next(x)  # a full batch goes at once (second slot of the worker)
+    clock.advance(0)
+    src.send_next(4)
+    clock.advance(1.0)  # 4 waited 1 s, but both slots are busy
+    ctl.release((0,))
+    sink.expect_next(0)
+    assert ctl.next_call() == (1, 2, 3)
+    ctl.release((1, 2, 3))
+    assert ctl.next_call() == (4,)  # went when (0,) freed a slot, without more time passing
+    ctl.release((4,))
+    sink.expect_next(1, 2, 3, 4)
+    src.send_complete()
+    sink.expect_complete()
+
+
+def test_without_batch_timeout_a_partial_batch_waits_until_full(cmat, clock):
+    ctl = Ctl(gated=False)
+    src, control, sink = run_probes(
+        Flow().map_pool(functools.partial(Batches, ctl), size=1, max_in_flight_per_actor=2, batch_size=3), cmat)
+    sink.request(100)
+    src.send_next(0)
+    src.send_next(1)
+    clock.advance(1000.0)
+    assert ctl.calls.empty() and control.in_flight() == 0
+    src.send_next(2)
+    assert ctl.next_call() == [0, 1, 2]
+    sink.expect_next(0, 10, 20)
+    src.send_next(3)
+    src.send_complete()  # cannot grow any more: goes
+    assert ctl.next_call() == [3]
+    sink.expect_next(30)
+    sink.expect_complete()
 
 
 def test_batch_result_length_mismatch_fails(fmat):
