@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ...errors import PortStateError
+from ...stage.logic import GraphStageLogic
 from ...stage.supervision import Supervision, decide
 from .async_loop import Resolver, outcome
 from .async_map import log_resumed
@@ -129,7 +130,8 @@ class ScanAsync(FlowStage):
     when** upstream completes and the last result was emitted (the in-flight one, if any, resolved).
     **Cancels when** downstream cancels. Supervision (``fn`` raising, its result failing or being None):
     Stop fails the stream, Resume skips the element, Restart skips it and goes on from ``zero``
-    (without emitting ``zero`` again)."""
+    (without emitting ``zero`` again). A control signal that arrives while a result is in flight goes
+    out after that result."""
 
     op = "scan_async"
 
@@ -155,7 +157,20 @@ class _ScanAsyncLogic(FlowLogic):
         self.acc = stage.zero
         self.zero_pending = True  # zero not emitted yet (Pekko's ZeroHandler)
         self.handled = False  # no result in flight (Pekko's elementHandled)
+        self.held_signals: list = []  # signals that arrived while a result was in flight: they follow it
         self.resolver = Resolver(self, self.op, self._completed)
+
+    def on_signal(self, signal) -> None:
+        if self.handled or self.zero_pending:
+            GraphStageLogic.on_signal(self, signal)
+        else:
+            self.held_signals.append(signal)
+
+    def _release_signals(self) -> None:
+        if self.held_signals:
+            held, self.held_signals = self.held_signals, []
+            for signal in held:
+                GraphStageLogic.on_signal(self, signal)
 
     def reset_state(self) -> None:
         self.acc = self.zero
@@ -208,10 +223,12 @@ class _ScanAsyncLogic(FlowLogic):
             log_resumed(self, self.op, exc)
             if d == Supervision.RESTART:
                 self.reset_state()
+            self._release_signals()
             self._safe_pull()
             return
         self.acc = value
         self.push(self.out, value)
+        self._release_signals()
         self._safe_pull()
 
     def on_upstream_finish(self) -> None:

@@ -15,6 +15,10 @@ arrival order. The contract shared by the family:
   failure is seen, even while elements before it are still in flight; Resume and Restart drop the
   element (the stages keep no state to reset).
 * **None.** A result of ``None`` is dropped (Pekko skips a ``null`` result); it is not a failure.
+* **Signals and event time** (Atoll's signal lane, beyond Pekko): a control signal (watermark,
+  barrier) goes out once every element that arrived before it has left the stage, and no result of an
+  element that arrived after it goes out before it (``_Epochs``); in event-time graphs each result
+  carries its own element's timestamp.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from typing import Any, Callable
 from ...stage.attributes import LogLevels
 from ...stage.supervision import Supervision, decide
 from .async_loop import Resolver, outcome
+from ...stage.logic import GraphStageLogic
 from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int
 
 _NOT_YET = object()
@@ -39,18 +44,65 @@ def log_resumed(logic, op: str, exc: BaseException) -> None:
         _log.log(level, "Supervision strategy resumed after exception in %s: %r", op, exc)
 
 
+class _Epoch:
+    """The elements that arrived between two control signals, and the signals that followed them."""
+
+    __slots__ = ("pending", "signals")
+
+    def __init__(self):
+        self.pending = 0  # elements of this epoch still in the stage
+        self.signals: list = []  # the signals that arrived after them
+
+
+class _Epochs:
+    """Keeps control signals (watermarks, barriers) behind the elements that arrived before them: a signal
+    goes out once every element before it has left the stage (emitted or dropped). Elements never pass
+    a signal that arrived before them either: only the front epoch's results are emitted."""
+
+    __slots__ = ("q",)
+
+    def __init__(self):
+        self.q: deque = deque([_Epoch()])
+
+    def arrive(self) -> _Epoch:
+        ep = self.q[-1]
+        ep.pending += 1
+        return ep
+
+    def signal(self, logic, signal) -> None:
+        q = self.q
+        if len(q) == 1 and q[0].pending == 0:
+            GraphStageLogic.on_signal(logic, signal)  # nothing held: on at once
+        else:
+            q[-1].signals.append(signal)
+            q.append(_Epoch())
+
+    def leave(self, logic, ep: _Epoch) -> None:
+        ep.pending -= 1
+        q = self.q
+        while len(q) > 1 and q[0].pending == 0:
+            for sig in q.popleft().signals:
+                GraphStageLogic.on_signal(logic, sig)
+
+    @property
+    def front(self) -> _Epoch:
+        return self.q[0]
+
+
 class _Slot:
-    """One element held by an ordered stage: its result once known, and the decider's verdict on its
-    failure (asked once, Pekko #23888)."""
+    """One element held by a stage: its result once known, the decider's verdict on its failure (asked
+    once, Pekko #23888), its epoch and its event timestamp (None outside event-time graphs)."""
 
-    __slots__ = ("value", "exc", "directive", "elem", "part")
+    __slots__ = ("value", "exc", "directive", "elem", "part", "epoch", "ts")
 
-    def __init__(self, elem: Any = None, part: Any = None):
+    def __init__(self, epoch: _Epoch, ts: Any, elem: Any = None, part: Any = None):
         self.value = _NOT_YET
         self.exc = None
         self.directive = None
         self.elem = elem
         self.part = part
+        self.epoch = epoch
+        self.ts = ts
 
     def set(self, fut) -> None:
         self.value, self.exc = outcome(fut)
@@ -71,6 +123,10 @@ class _AsyncFlowLogic(FlowLogic):
         self.parallelism = stage.parallelism
         self.decider = decider
         self.resolver = Resolver(self, self.op, self._completed)
+        self.epochs = _Epochs()
+
+    def on_signal(self, signal) -> None:
+        self.epochs.signal(self, signal)
 
     def _directive(self, slot: _Slot) -> str:
         d = slot.directive
@@ -128,13 +184,14 @@ class _MapAsyncLogic(_AsyncFlowLogic):
 
     def on_push(self) -> None:
         elem = self.grab(self.in_)
-        slot = _Slot()
+        slot = _Slot(self.epochs.q[-1], self._ts)
         try:
             fut = self.resolver.resolve(self.fn(elem), slot)
         except Exception as e:  # noqa: BLE001 - fn raised: supervised, the element is dropped
             if not self._thrown(e):
                 return
         else:
+            slot.epoch.pending += 1
             self.buffer.append(slot)
             if fut is not None:  # already completed (Pekko #20217): handled right here
                 slot.set(fut)
@@ -168,8 +225,10 @@ class _MapAsyncLogic(_AsyncFlowLogic):
                     self.fail_stage(slot.exc)
                     return
             elif slot.value is not None:
-                self.push(self.out, slot.value)
+                self.push(self.out, slot.value, slot.ts)
+                self.epochs.leave(self, slot.epoch)
                 break
+            self.epochs.leave(self, slot.epoch)
         self._pull_if_needed()
 
     def _pull_if_needed(self) -> None:
@@ -206,54 +265,80 @@ class MapAsyncUnordered(FlowStage):
 
 
 class _MapAsyncUnorderedLogic(_AsyncFlowLogic):
+    """Pekko's algorithm; results wait in ``done`` while downstream is not ready. With control signals
+    in the stream, results of elements that arrived after a signal wait (in ``later``) until the
+    signal is out."""
+
     def __init__(self, stage, decider):
         self.op = stage.op
         super().__init__(stage, decider)
         self.in_flight = 0
-        self.done: deque = deque()  # results that arrived while downstream was not ready
+        self.done: deque = deque()  # completed slots of the front epoch, waiting for downstream
+        self.later: list = []  # completed slots of later epochs (only with signals held)
+
+    def _todo(self) -> int:
+        return self.in_flight + len(self.done) + len(self.later)
 
     def on_push(self) -> None:
         elem = self.grab(self.in_)
+        slot = _Slot(self.epochs.q[-1], self._ts)
         try:
-            fut = self.resolver.resolve(self.fn(elem), None)
+            fut = self.resolver.resolve(self.fn(elem), slot)
         except Exception as e:  # noqa: BLE001
             if not self._thrown(e):
                 return
         else:
+            slot.epoch.pending += 1
             self.in_flight += 1
-            if fut is not None and not self._completed(None, fut):
+            if fut is not None and not self._completed(slot, fut):
                 return
-        if self.in_flight + len(self.done) < self.parallelism and not self.has_been_pulled(self.in_):
+        if self._todo() < self.parallelism and not self.has_been_pulled(self.in_):
             self.try_pull(self.in_)
 
-    def _completed(self, _token, fut) -> bool:
+    def _completed(self, slot: _Slot, fut) -> bool:
         self.in_flight -= 1
-        value, exc = outcome(fut)
-        if exc is None and value is not None:
-            if self.is_available(self.out):
+        slot.set(fut)
+        if slot.exc is None and slot.value is not None:
+            if slot.epoch is not self.epochs.front:
+                self.later.append(slot)
+            elif self.is_available(self.out):
                 if not self.has_been_pulled(self.in_):
                     self.try_pull(self.in_)
-                self.push(self.out, value)
-                if self.is_closed(self.in_) and self.in_flight + len(self.done) == 0:
+                self._emit(slot)
+                if self.is_closed(self.in_) and self._todo() == 0:
                     self.complete_stage()
             else:
-                self.done.append(value)
+                self.done.append(slot)
             return True
-        if exc is not None:
-            if decide(self.decider, exc) == Supervision.STOP:
-                self.fail_stage(exc)
+        if slot.exc is not None:
+            if decide(self.decider, slot.exc) == Supervision.STOP:
+                self.fail_stage(slot.exc)
                 return False
-            log_resumed(self, self.op, exc)
-        if self.is_closed(self.in_) and self.in_flight + len(self.done) == 0:
+            log_resumed(self, self.op, slot.exc)
+        self._leave(slot)
+        if self.is_closed(self.in_) and self._todo() == 0:
             self.complete_stage()
         elif not self.has_been_pulled(self.in_):
             self.try_pull(self.in_)
         return True
 
+    def _emit(self, slot: _Slot) -> None:
+        self.push(self.out, slot.value, slot.ts)
+        self._leave(slot)
+
+    def _leave(self, slot: _Slot) -> None:
+        front = self.epochs.front
+        self.epochs.leave(self, slot.epoch)
+        if self.later and self.epochs.front is not front:
+            # a signal went out: the results of the elements after it may go now
+            new_front = self.epochs.front
+            self.done.extend(x for x in self.later if x.epoch is new_front)
+            self.later = [x for x in self.later if x.epoch is not new_front]
+
     def on_pull(self) -> None:
         if self.done:
-            self.push(self.out, self.done.popleft())
-        todo = self.in_flight + len(self.done)
+            self._emit(self.done.popleft())
+        todo = self._todo()
         if self.is_closed(self.in_):
             if todo == 0:
                 self.complete_stage()
@@ -261,7 +346,7 @@ class _MapAsyncUnorderedLogic(_AsyncFlowLogic):
             self.pull(self.in_)
 
     def on_upstream_finish(self) -> None:
-        if self.in_flight + len(self.done) == 0:
+        if self._todo() == 0:
             self.complete_stage()
 
 
@@ -313,7 +398,8 @@ class _MapAsyncPartitionedLogic(_AsyncFlowLogic):
         elem = self.grab(self.in_)
         try:
             part = self.partitioner(elem)
-            slot = _Slot(elem, part)
+            slot = _Slot(self.epochs.q[-1], self._ts, elem, part)
+            slot.epoch.pending += 1
             self.buffer.append(slot)
             if part not in self.busy and len(self.busy) < self.parallelism:
                 self._start(slot)
@@ -367,7 +453,7 @@ class _MapAsyncPartitionedLogic(_AsyncFlowLogic):
         else:
             kept: deque = deque()
             for slot in buf:
-                if slot.value is _NOT_YET or not self.is_available(self.out):
+                if slot.value is _NOT_YET or not self.is_available(self.out) or slot.epoch is not self.epochs.front:
                     kept.append(slot)
                     continue
                 self.busy.discard(slot.part)
@@ -384,7 +470,8 @@ class _MapAsyncPartitionedLogic(_AsyncFlowLogic):
                 self.fail_stage(slot.exc)
                 return False
         elif slot.value is not None:
-            self.push(self.out, slot.value)
+            self.push(self.out, slot.value, slot.ts)
+        self.epochs.leave(self, slot.epoch)
         return True
 
     def _drain(self) -> None:

@@ -310,3 +310,19 @@ def test_scan_validation():
         Flow().scan_async(0, "x")
     with pytest.raises(ValueError, match="scan_async: argument 'zero' must not be None"):
         Flow().scan_async(None, _add)
+
+
+def test_scan_a_signal_waits_for_the_result_in_flight(fmat):
+    calls = Calls(key=lambda acc, n: n)
+    pub, sub = TestSource.probe().scan_async(0, calls).to_mat(TestSink.probe(signals=True), Keep.both).run(fmat)
+    sub.request(10)
+    sub.expect_next(0)
+    pub.send_next(1)
+    calls.wait_for(1)
+    pub.send_watermark(9)
+    sub.expect_no_message(0.1)
+    calls.complete(1, 1)
+    sub.expect_next(1)
+    sub.expect_watermark(9)
+    pub.send_complete()
+    sub.expect_complete()

@@ -497,3 +497,76 @@ def test_validation(method):
         getattr(Flow(), method)(1.5, done)
     with pytest.raises(TypeError, match=f"{method}: argument 'fn' must be callable"):
         getattr(Flow(), method)(2, 42)
+
+
+# --------------------------------------------------------------------------- control signals and event time
+def test_ordered_signals_stay_behind_the_elements_before_them(fmat):
+    calls = Calls()
+    src, sink = TestSource.probe().map_async(4, calls).to_mat(TestSink.probe(signals=True), Keep.both).run(fmat)
+    sink.request(10)
+    src.send_next(1)
+    src.send_next(2)
+    calls.wait_for(1, 2)
+    src.send_watermark(5)
+    src.send_next(3)
+    calls.wait_for(3)
+    for n in (3, 2, 1):
+        calls.complete(n)
+    sink.expect_next(1)
+    sink.expect_next(2)
+    sink.expect_watermark(5)
+    sink.expect_next(3)
+    src.send_complete()
+    sink.expect_complete()
+
+
+def test_unordered_elements_do_not_cross_a_signal(fmat):
+    calls = Calls()
+    src, sink = TestSource.probe().map_async_unordered(4, calls).to_mat(TestSink.probe(signals=True), Keep.both).run(fmat)
+    sink.request(10)
+    src.send_next(1)
+    src.send_next(2)
+    calls.wait_for(1, 2)
+    src.send_watermark(5)
+    src.send_next(3)
+    calls.wait_for(3)
+    calls.complete(3)  # arrived after the watermark: waits for it
+    sink.expect_no_message(0.1)
+    calls.complete(2)
+    sink.expect_next(2)
+    calls.complete(1)
+    sink.expect_next(1)
+    sink.expect_watermark(5)
+    sink.expect_next(3)
+    src.send_complete()
+    sink.expect_complete()
+
+
+@pytest.mark.parametrize("kind", ORDERED)
+def test_a_signal_with_nothing_held_goes_on_at_once(fmat, kind):
+    src, sink = _via(TestSource.probe(), kind, 2, done).to_mat(TestSink.probe(signals=True), Keep.both).run(fmat)
+    src.send_watermark(7)
+    sink.expect_watermark(7)
+    sink.request(1)
+    src.send_next(1)
+    sink.expect_next(1)
+    src.send_complete()
+    sink.expect_complete()
+
+
+@pytest.mark.parametrize("kind", ORDERED)
+def test_results_keep_their_elements_timestamps(fmat, kind):
+    calls = Calls()
+    src, sink = _via(TestSource.probe(event_time=True), kind, 3, calls) \
+        .to_mat(TestSink.probe(event_time=True), Keep.both).run(fmat)
+    sink.request(3)
+    for n, ts in ((1, 100), (2, 200), (3, 300)):
+        src.send_next(n, ts=ts)
+    calls.wait_for(1, 2, 3)
+    order = (1, 2, 3) if kind == "ordered" else (3, 1, 2)
+    for n in (3, 1, 2):
+        calls.complete(n)
+    for n in order:
+        sink.expect_next_with_timestamp(n, n * 100)
+    src.send_complete()
+    sink.expect_complete()

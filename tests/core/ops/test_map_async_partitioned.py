@@ -343,3 +343,30 @@ def test_validation():
         Flow().map_async_partitioned_unordered(1, None, lambda e, p: done(e))
     with pytest.raises(TypeError, match="map_async_partitioned: argument 'fn' must be callable"):
         Flow().map_async_partitioned(1, lambda x: x, 1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_signals_stay_behind_the_elements_before_them(fmat, kind):
+    calls = Calls()
+    src, sink = _part(TestSource.probe(), kind, 4, lambda x: x, calls) \
+        .to_mat(TestSink.probe(signals=True), Keep.both).run(fmat)
+    sink.request(10)
+    src.send_next(1)
+    src.send_next(2)
+    calls.wait_for(1, 2)
+    src.send_watermark(5)
+    src.send_next(3)
+    calls.wait_for(3)
+    calls.complete(3)
+    sink.expect_no_message(0.1)
+    calls.complete(2)
+    if kind == "unordered":
+        sink.expect_next(2)
+    calls.complete(1)
+    sink.expect_next(1)
+    if kind == "ordered":
+        sink.expect_next(2)
+    sink.expect_watermark(5)
+    sink.expect_next(3)
+    src.send_complete()
+    sink.expect_complete()
