@@ -37,6 +37,10 @@ BENCHMARKS: Dict[str, Tuple[str, str]] = {
               "10^6 rows x 4 columns Spark -> map per row (2 islands) -> Spark vs Ray Data map_batches"),
     "window": ("benchmarks.window",
                "10^6 events, 10 keys, 1 s disorder: tumbling/sliding/session keyed sums vs plain Python, Bytewax"),
+    "pool": ("benchmarks.pool",
+             "10^5 ints through a ~2 ms/batch-of-64 model on 2 actors: map_pool vs Ray Data map_batches, ActorPool"),
+    "async": ("benchmarks.async_map",
+              "10^5 ints through an async def sleeping 1 ms, 64 in flight: map_async vs asyncio Semaphore+gather"),
 }
 
 
