@@ -40,6 +40,24 @@ def test_stage_failure_reaches_the_driver_with_type_and_message(rmat):
     assert wait_no_island_actors() == []
 
 
+@ray.remote
+def _failing_task(x):
+    raise PipelineError(f"task failed on {x}")
+
+
+def test_a_ray_task_error_travels_across_islands_as_the_task_s_exception(rmat):
+    """A stage that fails with a ``RayTaskError`` (a ``ray.get`` of a failed task): Ray will not carry its own
+    errors as call arguments, so the channel sends the task's exception; the graph ends instead of hanging."""
+    term, out = (Source.range(0, 10**9).watch_termination(Keep.right).island()
+                 .map(lambda x: ray.get(_failing_task.remote(x))).island()
+                 .to_mat(Sink.seq(), Keep.both).run(rmat))
+    with pytest.raises(PipelineError, match="task failed on 0"):
+        out.result(30)
+    with pytest.raises(PipelineError, match="task failed on 0"):
+        term.result(30)  # upstream was cancelled with the same cause, across the other channel
+    assert wait_no_island_actors() == []
+
+
 def test_kill_switch_stops_an_infinite_busy_graph_promptly(rmat):
     switch, done = (
         Source.repeat(1)

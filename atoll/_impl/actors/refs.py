@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .codec import encode_message
+from .portable import portable_exception
 
 
 class RemotePublisherRef:
@@ -39,7 +40,7 @@ class RemotePublisherRef:
         self.actor.ack.remote(self.ch, frames)
 
     def cancel(self, cause: BaseException) -> None:
-        self.actor.cancel.remote(self.ch, cause)
+        self.actor.cancel.remote(self.ch, portable_exception(cause))
 
 
 class RemoteSubscriberRef:
@@ -68,4 +69,4 @@ class RemoteSubscriberRef:
         self.actor.on_complete.remote(self.ch)
 
     def on_error(self, exc: BaseException) -> None:
-        self.actor.on_error.remote(self.ch, exc)
+        self.actor.on_error.remote(self.ch, portable_exception(exc))
