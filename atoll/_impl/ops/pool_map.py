@@ -41,8 +41,10 @@ thread - and handled on the island thread. Timers (``batch_timeout``, ``idle_tim
   frees, then elements arrive one by one), which for a fixed per-call cost halves throughput.
 * ``fetch=False`` cannot see a ``None`` result without fetching it: each call also returns the list of
   "result is None" flags (a tiny extra return), so ``None`` results are dropped there too.
-* Signals (watermarks, barriers) are forwarded as they arrive, like ``map_async``; they are not held
-  behind the elements in the pool.
+* Signals (watermarks, barriers) keep their place as in ``map_async`` (its ``_Epochs``): a signal goes
+  out once every element that arrived before it has left the stage, and no result of an element that
+  arrived after it goes out before it (unordered: such results wait). Results keep their element's
+  event timestamp.
 * ``PoolStartTimeoutError`` is defined here (``atoll.errors`` is not this work's file).
 """
 from __future__ import annotations
@@ -58,7 +60,7 @@ from ...stage.supervision import Supervision, decide
 from ...stage.timers import TimerGraphStageLogic
 from .actor_pool import factory_name, is_actor_death, new_worker, original_error, ray_active
 from .async_loop import Resolver, outcome
-from .async_map import log_resumed
+from .async_map import _Epochs, log_resumed
 from .base import FlowStage, decider_of, require_bool, require_callable, require_int
 from .pool_control import PoolControl
 from .timeouts import require_duration
@@ -197,15 +199,17 @@ class MapPool(FlowStage):
 class _Item:
     """One held element: its input index, the result once known, retries and charged deaths."""
 
-    __slots__ = ("seq", "elem", "value", "arrived", "retries", "deaths")
+    __slots__ = ("seq", "elem", "value", "arrived", "retries", "deaths", "epoch", "ts")
 
-    def __init__(self, seq: int, elem: Any, arrived: float):
+    def __init__(self, seq: int, elem: Any, arrived: float, epoch, ts):
         self.seq = seq
         self.elem = elem
         self.value = _NOT_YET
         self.arrived = arrived
         self.retries = 0
         self.deaths = 0
+        self.epoch = epoch
+        self.ts = ts
 
 
 class _Worker:
@@ -248,7 +252,9 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.workers: dict = {}  # wid -> _Worker, in wid order
         self.next_wid = 0
         self.waiting: deque = deque()  # items waiting for a worker slot
-        self.out_q: deque = deque()  # ordered: every held item in order; unordered: the items that are done
+        self.out_q: deque = deque()  # ordered: every held item in order; unordered: the done items of the front epoch
+        self.later: list = []  # unordered: done items of epochs behind a held signal
+        self.epochs = _Epochs()
         self.held = 0
         self.seq = 0
         self.in_flight = 0
@@ -292,7 +298,9 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
 
     # ------------------------------------------------------------------ ports
     def on_push(self) -> None:
-        item = _Item(self.seq, self.grab(self.in_), self.interpreter.host.now())
+        elem = self.grab(self.in_)
+        item = _Item(self.seq, elem, self.interpreter.host.now() if self.stage.batch_timeout is not None else 0.0,
+                     self.epochs.arrive(), self._ts)
         self.seq += 1
         self.held += 1
         waiting = self.waiting
@@ -320,6 +328,9 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
 
     def on_upstream_finish(self) -> None:
         self._progress()
+
+    def on_signal(self, signal) -> None:
+        self.epochs.signal(self, signal)
 
     def on_timer(self, key: Any) -> None:
         if key == "batch":
@@ -491,7 +502,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         item.value = value
         item.elem = None
         if not self.stage.ordered:
-            self.out_q.append(item)
+            (self.out_q if item.epoch is self.epochs.front else self.later).append(item)
 
     def _idle(self, w: _Worker) -> None:
         if (not w.calls and w.state == _READY and self.stage.idle_timeout is not None and self.min < self.max):
@@ -594,15 +605,24 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
             item = q[0]
             if item.value is _NOT_YET:
                 return
-            if item.value is None:
-                q.popleft()
-                self.held -= 1
-                continue
-            if not self.is_available(self.out):
-                return
+            if item.value is not None:
+                if not self.is_available(self.out):
+                    return
+                self.push(self.out, item.value, item.ts)
             q.popleft()
             self.held -= 1
-            self.push(self.out, item.value)
+            self._left(item)
+
+    def _left(self, item: _Item) -> None:
+        """``item`` left the stage: the signals behind it may go; unordered, the results of the epoch
+        that is now in front may go too."""
+        epochs = self.epochs
+        front = epochs.front
+        epochs.leave(self, item.epoch)
+        if self.later and epochs.front is not front:
+            new_front = epochs.front
+            self.out_q.extend(x for x in self.later if x.epoch is new_front)
+            self.later = [x for x in self.later if x.epoch is not new_front]
 
     def _sync_control(self) -> None:
         c = self.control

@@ -116,9 +116,10 @@ def ctl():
     c.release_all()
 
 
-def run_probes(flow, mat):
+def run_probes(flow, mat, signals=None):
     """``TestSource.probe() -> flow -> TestSink.probe()``: ``(src, control, sink)``."""
-    (src, control), sink = TestSource.probe().via_mat(flow, Keep.both).to_mat(TestSink.probe(), Keep.both) \
+    (src, control), sink = TestSource.probe().via_mat(flow, Keep.both) \
+        .to_mat(TestSink.probe(signals=signals), Keep.both) \
         .add_attributes(Attributes.input_buffer(1, 1)).run(mat)
     return src, control, sink
 
@@ -221,7 +222,8 @@ def test_holds_at_most_parallelism_elements(fmat, ctl):
             pulled.append(i)
             yield i
 
-    control, sink = Source.from_iterator(gen).map_pool(functools.partial(Gated, ctl), size=2, max_in_flight_per_actor=2) \
+    control, sink = Source.from_iterator(gen) \
+        .map_pool(functools.partial(Gated, ctl), size=2, max_in_flight_per_actor=2) \
         .to_mat(TestSink.probe(), Keep.both).run(fmat)
     sink.request(1)
     entered = {ctl.next_call(), ctl.next_call()}  # a worker runs one call at a time, the second waits in it
@@ -481,7 +483,8 @@ def test_without_batch_timeout_a_partial_batch_waits_until_full(cmat, clock):
 
 def test_batch_result_length_mismatch_fails(fmat):
     ctl = Ctl(gated=False)
-    fut = Source.range(0, 16).map_pool(functools.partial(Batches, ctl, {8: 7}), batch_size=8, batch_timeout=100.0, size=1) \
+    fut = Source.range(0, 16) \
+        .map_pool(functools.partial(Batches, ctl, {8: 7}), batch_size=8, batch_timeout=100.0, size=1) \
         .run_with(Sink.seq(), fmat)
     with pytest.raises(ValueError, match=r"^map_pool\(Batches\): fn returned 7 results for 8 elements$"):
         fut.result(5)
@@ -565,7 +568,8 @@ class M:
 
 
 @pytest.mark.parametrize("kwargs,exc,msg", [
-    ({"size": (3, 2)}, ValueError, r"map_pool: size must be >= 1 or \(min, max\) with 0 <= min <= max, max >= 1, got \(3, 2\)"),
+    ({"size": (3, 2)}, ValueError,
+     r"map_pool: size must be >= 1 or \(min, max\) with 0 <= min <= max, max >= 1, got \(3, 2\)"),
     ({"size": 0}, ValueError, "map_pool: size must be >= 1"),
     ({"size": (0, 0)}, ValueError, "map_pool: size must be"),
     ({"size": (1, 2, 3)}, ValueError, "map_pool: size must be"),
@@ -597,3 +601,68 @@ def test_missing_method_fails_the_stream(fmat):
     fut = Source.single(1).map_pool(M, method="predict").run_with(Sink.seq(), fmat)
     with pytest.raises(TypeError, match=r"map_pool\(M\): .* has no callable 'predict'"):
         fut.result(5)
+
+
+# =========================================================================== control signals and event time
+def test_ordered_signals_stay_behind_the_elements_before_them(fmat, ctl):
+    src, _control, sink = run_probes(
+        Flow().map_pool(functools.partial(Gated, ctl), size=3, max_in_flight_per_actor=1), fmat, signals=True)
+    sink.request(10)
+    src.send_next(1)
+    src.send_next(2)
+    src.send_watermark(5)
+    src.send_next(3)
+    assert sorted(ctl.next_call() for _ in range(3)) == [1, 2, 3]
+    for n in (3, 2, 1):
+        ctl.release(n)
+    sink.expect_next(1)
+    sink.expect_next(2)
+    sink.expect_watermark(5)
+    sink.expect_next(3)
+    src.send_complete()
+    sink.expect_complete()
+
+
+def test_unordered_results_do_not_cross_a_signal(fmat, ctl):
+    src, _control, sink = run_probes(
+        Flow().map_pool(functools.partial(Gated, ctl), size=3, ordered=False, max_in_flight_per_actor=1), fmat,
+        signals=True)
+    sink.request(10)
+    src.send_next(1)
+    src.send_next(2)
+    src.send_watermark(5)
+    src.send_next(3)
+    assert sorted(ctl.next_call() for _ in range(3)) == [1, 2, 3]
+    ctl.release(3)  # arrived after the watermark: waits for it
+    sink.expect_no_message(0.1)
+    ctl.release(2)
+    sink.expect_next(2)
+    ctl.release(1)
+    sink.expect_next(1)
+    sink.expect_watermark(5)
+    sink.expect_next(3)
+    src.send_complete()
+    sink.expect_complete()
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_results_keep_their_elements_timestamps(fmat, ctl, ordered):
+    (src, _control), sink = TestSource.probe(event_time=True) \
+        .via_mat(Flow().map_pool(functools.partial(Gated, ctl), size=3, ordered=ordered, max_in_flight_per_actor=1),
+                 Keep.both) \
+        .to_mat(TestSink.probe(event_time=True), Keep.both).run(fmat)
+    sink.request(3)
+    for n, ts in ((1, 100), (2, 200), (3, 300)):
+        src.send_next(n, ts=ts)
+    assert sorted(ctl.next_call() for _ in range(3)) == [1, 2, 3]
+    ctl.release(3)
+    if not ordered:
+        sink.expect_next_with_timestamp(3, 300)
+    ctl.release(1)
+    if not ordered:
+        sink.expect_next_with_timestamp(1, 100)
+    ctl.release(2)
+    for n in ((1, 2, 3) if ordered else (2,)):
+        sink.expect_next_with_timestamp(n, n * 100)
+    src.send_complete()
+    sink.expect_complete()
