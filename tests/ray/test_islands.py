@@ -196,3 +196,14 @@ def test_no_actor_is_left_after_a_graph_completes(rmat):
     assert Source.range(0, 100).island().map(lambda x: x).island().to_mat(Sink.seq(), Keep.right).run(rmat).result(20) == list(range(100))
     rmat.running_graphs() and rmat.running_graphs()[0].wait(10)
     assert wait_no_island_actors() == []
+
+
+def test_object_refs_as_elements_cross_islands_without_being_fetched(rmat):
+    """An element that is an ObjectRef travels as a ref (Ray tracks it as a nested reference); the next island
+    gets the ref itself and may ``ray.get`` it."""
+    import ray
+
+    got = (Source.range(1, 5).map(lambda x: ray.put(3 * x)).island()
+           .map(lambda ref: (type(ref).__name__, ray.get(ref))).island()
+           .run_with(Sink.seq(), rmat).result(60))
+    assert got == [("ObjectRef", 3), ("ObjectRef", 6), ("ObjectRef", 9), ("ObjectRef", 12)]

@@ -7,7 +7,10 @@ A frame (a list of elements) travels as msgpack bytes plus a list of Ray object 
 * numpy arrays, Arrow tables/record batches and bytes-likes of ``large_bytes`` or more are put in the
   object store and travel as references, so they are never copied through msgpack and are read
   zero-copy on the receiving side. The reference list is a separate call argument, so Ray tracks the
-  references (the receiver borrows them).
+  references (the receiver borrows them);
+* an element that is itself a Ray ``ObjectRef`` (``map_remote(fetch=False)``, ``ray.put`` in a ``map``) goes
+  in the same list inside a ``PassedRef`` holder: Ray tracks it as a nested reference, and the receiver gets
+  the ref back without fetching its value (an ObjectRef pickled into the payload would lose its owner).
 
 ``encode_message`` puts the channel id and the frame's sequence number into the same payload, so that a
 frame is a single small call argument (Ray deserializes every call argument on its own).
@@ -53,11 +56,31 @@ def _large_types():
 _LARGE = None
 
 
+class PassedRef:
+    """An element that is an ``ObjectRef``: it travels in the reference list as it is, never fetched."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def __reduce__(self):
+        return (PassedRef, (self.ref,))
+
+
+def _object_ref_type():
+    import sys
+
+    ray = sys.modules.get("ray")
+    return None if ray is None else ray.ObjectRef
+
+
 def _encoder(refs: list):
     global _LARGE
     if _LARGE is None:
         _LARGE = _large_types()
     large = _LARGE
+    object_ref = _object_ref_type()
 
     def default(obj):
         if type(obj) is tuple:
@@ -66,6 +89,9 @@ def _encoder(refs: list):
             import ray
 
             refs.append(ray.put(obj))
+            return msgpack.ExtType(EXT_REF, msgpack.packb(len(refs) - 1))
+        if object_ref is not None and isinstance(obj, object_ref):
+            refs.append(PassedRef(obj))
             return msgpack.ExtType(EXT_REF, msgpack.packb(len(refs) - 1))
         return msgpack.ExtType(EXT_PICKLE, cloudpickle.dumps(obj))
 
@@ -77,7 +103,11 @@ def _ext_hook(refs: list):
     if refs:
         import ray
 
-        fetched = ray.get(refs)
+        fetch = [i for i, r in enumerate(refs) if type(r) is not PassedRef]
+        fetched = [r.ref if type(r) is PassedRef else None for r in refs]
+        if fetch:
+            for i, value in zip(fetch, ray.get([refs[i] for i in fetch])):
+                fetched[i] = value
 
     def ext_hook(code, data):
         if code == EXT_TUPLE:
