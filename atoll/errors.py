@@ -149,6 +149,26 @@ class PoolWorkerDiedError(StreamError):
         return (type(self), (self.index, self.attempts, self.detail))
 
 
+class RayCallError(StreamError):
+    """A Ray call made by an async operator failed with one of Ray's own errors (``ActorDiedError``,
+    ``ObjectLostError``, ``TaskCancelledError``...), not with an exception of the called code. It carries
+    the Ray error's type name (``ray_error``) and message; in the process where it was raised, the Ray
+    error itself is its ``__cause__``. (A Ray error instance cannot be handed on to another island: Ray
+    fails any call that gets one as an argument, so the stream would never hear of the failure.)"""
+
+    def __init__(self, ray_error: str, message: str):
+        super().__init__(f"{ray_error}: {message}" if message else ray_error)
+        self.ray_error = ray_error
+        self.remote_message = message
+
+    def __reduce__(self):
+        return (RayCallError, (self.ray_error, self.remote_message))
+
+
+class NotAsyncResultError(StreamError, TypeError):
+    """``fn`` returned something that is neither an awaitable, a Future nor an ObjectRef."""
+
+
 class NonFailureCancellation(Exception):
     """A cancellation cause that means "no more elements needed", not a failure."""
 

@@ -34,7 +34,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
-from ...errors import StreamError
+from ...errors import NotAsyncResultError, RayCallError, StreamError  # noqa: F401 - re-exported for the async operators
 
 _lock = threading.Lock()
 
@@ -109,10 +109,6 @@ def _object_ref_type():
 
 async def _await(awaitable):
     return await awaitable
-
-
-class NotAsyncResultError(TypeError):
-    """``fn`` returned something that is neither an awaitable, a Future nor an ObjectRef."""
 
 
 class Resolver:
@@ -226,22 +222,6 @@ def outcome(fut: Future):
     if exc is not None:
         return None, unwrap_ray_error(exc)
     return fut.result(), None
-
-
-class RayCallError(StreamError):
-    """A Ray call made by an async operator failed with one of Ray's own errors (``ActorDiedError``,
-    ``ObjectLostError``, ``TaskCancelledError``...), not with an exception of the called code. It carries
-    the Ray error's type name (``ray_error``) and message; in the process where it was raised, the Ray
-    error itself is its ``__cause__``. (A Ray error instance cannot be handed on to another island: Ray
-    fails any call that gets one as an argument, so the stream would never hear of the failure.)"""
-
-    def __init__(self, ray_error: str, message: str):
-        super().__init__(f"{ray_error}: {message}" if message else ray_error)
-        self.ray_error = ray_error
-        self.remote_message = message
-
-    def __reduce__(self):
-        return (RayCallError, (self.ray_error, self.remote_message))
 
 
 def unwrap_ray_error(exc: BaseException) -> BaseException:
