@@ -245,3 +245,53 @@ def test_fetch_false_emits_object_refs(rmat):
 class _Evens:
     def __call__(self, xs):
         return [x if x % 2 == 0 else None for x in xs]
+
+
+# =========================================================================== user errors on Ray
+class ModelError(Exception):
+    pass
+
+
+class _Raises:
+    def __call__(self, x):
+        if x == 2:
+            raise ModelError(f"bad {x}")
+        return x
+
+
+class _BrokenInit:
+    def __init__(self):
+        raise ModelError("cannot load the model")
+
+    def __call__(self, x):
+        return x
+
+
+def test_user_errors_reach_the_decider_as_themselves(rmat):
+    fut = Source.range(0, 5).map_pool(_Raises, num_cpus=CPU).run_with(Sink.seq(), rmat)
+    with pytest.raises(ModelError, match="bad 2"):
+        fut.result(120)
+    out = Source.range(0, 5).map_pool(_Raises, num_cpus=CPU).with_attributes(RESUME).run_with(Sink.seq(), rmat)
+    assert out.result(120) == [0, 1, 3, 4]
+    fut = Source.range(0, 5).map_pool(_BrokenInit, num_cpus=CPU).run_with(Sink.seq(), rmat)
+    with pytest.raises(ModelError, match="cannot load the model"):
+        fut.result(120)
+    assert_no_pool_actor()
+
+
+class _Pid:
+    def __call__(self, x):
+        return x, os.getpid()
+
+
+def test_a_local_materializer_with_ray_uses_ray_actors(ray_session):
+    from atoll import Materializer
+
+    m = Materializer.local()
+    try:
+        out = Source.range(0, 20).map_pool(_Pid, size=2, num_cpus=CPU).run_with(Sink.seq(), m).result(120)
+    finally:
+        m.shutdown()
+    assert [x for x, _ in out] == list(range(20))
+    assert os.getpid() not in {pid for _, pid in out}  # ran in Ray actors, not in driver threads
+    assert_no_pool_actor()

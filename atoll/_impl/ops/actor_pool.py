@@ -24,7 +24,6 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, List, Optional
 
-from .async_loop import RayCallError
 
 
 def factory_name(factory: Any) -> str:
@@ -32,7 +31,7 @@ def factory_name(factory: Any) -> str:
     f = factory
     while hasattr(f, "func"):  # functools.partial
         f = f.func
-    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
+    return getattr(f, "__name__", None) or type(f).__name__
 
 
 class PoolInstance:
@@ -203,14 +202,14 @@ def new_worker(factory, method: str, options: dict, use_ray: bool):
 
 def is_actor_death(exc: BaseException) -> bool:
     """The worker is gone (Ray actor death or loss of its results): its calls are lost, not failed.
-    ``exc`` comes from ``async_loop.outcome``, which wraps Ray's own errors in ``RayCallError`` (the Ray
-    error is its ``__cause__``); the Ray error itself is recognised too."""
+    ``exc`` comes from ``async_loop.outcome``, which wraps Ray's own errors in ``RayCallError`` with the
+    Ray error as its ``__cause__``; the Ray error itself is recognised too."""
     ray = sys.modules.get("ray")
     if ray is None:
         return False
     ex = ray.exceptions
     death = (ex.RayActorError, ex.ObjectLostError)
-    return isinstance(exc, death) or (isinstance(exc, RayCallError) and isinstance(exc.__cause__, death))
+    return isinstance(exc, death) or isinstance(exc.__cause__, death)
 
 
 def original_error(exc: BaseException) -> BaseException:

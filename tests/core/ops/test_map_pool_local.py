@@ -666,3 +666,32 @@ def test_results_keep_their_elements_timestamps(fmat, ctl, ordered):
         sink.expect_next_with_timestamp(n, n * 100)
     src.send_complete()
     sink.expect_complete()
+
+
+def test_no_worker_ready_within_ready_timeout_fails_the_stream(cmat, clock):
+    from atoll._impl.ops.pool_map import PoolStartTimeoutError
+
+    gate = threading.Event()
+
+    class Slow:
+        def __init__(self):
+            gate.wait(10.0)  # "cannot be placed": never ready until the test lets it go
+
+        def __call__(self, x):
+            return x
+
+    before = pool_threads()
+    try:
+        control, sink = Source.range(0, 3).map_pool(Slow, size=2, ready_timeout=30.0) \
+            .to_mat(TestSink.probe(), Keep.both).run(cmat)
+        sink.request(3)
+        clock.advance(29.0)
+        assert control.size() == 2
+        sink.expect_no_message(0.0)
+        clock.advance(1.0)
+        err = sink.expect_error()
+        assert isinstance(err, PoolStartTimeoutError)
+        assert "map_pool(Slow): no pool worker was ready within 30.0 s" in str(err)
+    finally:
+        gate.set()
+    assert_no_pool_thread(before)
