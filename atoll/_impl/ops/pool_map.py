@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ...errors import PoolWorkerDiedError, StreamTimeoutError
 from ...stage.handlers import InHandler, OutHandler
@@ -213,14 +213,13 @@ class _Item:
 
 
 class _Worker:
-    __slots__ = ("wid", "handle", "state", "calls", "was_ready")
+    __slots__ = ("wid", "handle", "state", "calls")
 
     def __init__(self, wid: int, handle):
         self.wid = wid
         self.handle = handle
         self.state = _STARTING
         self.calls: list = []  # in dispatch order
-        self.was_ready = False
 
 
 class _Call:
@@ -428,7 +427,6 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         _, exc = outcome(fut)
         if exc is None:
             w.state = _READY
-            w.was_ready = True
             self.init_failures = 0
             self._idle(w)
             return
