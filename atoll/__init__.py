@@ -33,6 +33,7 @@ from ._impl.ops.sources import Cancellable
 from ._impl.ops.delay import DelayOverflowStrategy
 from ._impl.ops.more_sources import MaybePromise
 from ._impl.ops.throttle import ThrottleMode
+from ._impl.ops.pool_control import PoolControl
 from .dsl.restart import RestartFlow, RestartSettings, RestartSink, RestartSource, RetryFlow
 from .windowing import Aggregate, Late, Session, Sliding, Tumbling, Window, WindowStats
 from .stage import (
@@ -90,6 +91,7 @@ __all__ = [
     "RestartFlow",
     "RestartSink",
     "RetryFlow",
+    "PoolControl",
     "Aggregate",
     "Window",
     "Late",

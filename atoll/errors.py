@@ -94,6 +94,10 @@ class SubscriptionTimeoutError(StreamTimeoutError):
     """A channel endpoint was not subscribed in time."""
 
 
+class PoolStartTimeoutError(StreamTimeoutError):
+    """No worker of a ``map_pool`` became ready within ``ready_timeout`` (Ray could not place the actors)."""
+
+
 class IslandScheduleTimeoutError(StreamTimeoutError):
     """An island's actor could not be scheduled (its resources are available nowhere) in time."""
 

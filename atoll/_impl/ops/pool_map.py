@@ -54,7 +54,7 @@ import threading
 from collections import deque
 from typing import Any, Optional
 
-from ...errors import PoolWorkerDiedError, StreamTimeoutError
+from ...errors import PoolStartTimeoutError, PoolWorkerDiedError  # noqa: F401 - PoolStartTimeoutError re-exported
 from ...stage.handlers import InHandler, OutHandler
 from ...stage.supervision import Supervision, decide
 from ...stage.timers import TimerGraphStageLogic
@@ -72,10 +72,6 @@ MAX_INIT_FAILURES = 3
 _NOT_YET = object()
 _EPS = 1e-9
 _STARTING, _READY, _DEAD = "starting", "ready", "dead"
-
-
-class PoolStartTimeoutError(StreamTimeoutError):
-    """No worker of a ``map_pool`` became ready within ``ready_timeout`` (Ray could not place the actors)."""
 
 
 # =========================================================================== validation
