@@ -27,7 +27,64 @@ def _check_zero(op: str, zero: Any) -> None:
         raise ValueError(f"{op}: argument 'zero' must not be None (it is emitted as an element)")
 
 
-class FoldAsync(FlowStage):
+class _AsyncAccumulation(FlowStage):
+    """What ``fold_async`` and ``scan_async`` share: ``zero`` and ``fn`` checked at build time."""
+
+    op = ""
+    logic: type = None
+
+    def __init__(self, zero: Any, fn: Callable[[Any, Any], Any]):
+        _check_zero(self.op, zero)
+        require_callable(self.op, "fn", fn)
+        super().__init__(self.op)
+        self.zero = zero
+        self.fn = fn
+
+    def create_logic(self, attributes):
+        return self.logic(self, decider_of(attributes))
+
+
+class _AsyncAccumulationLogic(FlowLogic):
+    """One call of ``fn(acc, elem)`` in flight at a time; supervision per failed call (Restart: back to zero)."""
+
+    def __init__(self, stage: _AsyncAccumulation, decider):
+        super().__init__(stage)
+        self.op = stage.op
+        self.zero = stage.zero
+        self.fn = stage.fn
+        self.decider = decider
+        self.acc = stage.zero
+        self.resolver = Resolver(self, self.op, self._completed)
+
+    def _completed(self, _token, fut) -> None:
+        raise TypeError("subclass must implement _completed")
+
+    def _result(self, fut):
+        """``(value, exc)`` of a finished call; a None value is a failure."""
+        value, exc = outcome(fut)
+        if exc is None and value is None:
+            exc = _none_result(self.op)
+        return value, exc
+
+    def reset_state(self) -> None:
+        self.acc = self.zero
+
+    def _supervise(self, exc: BaseException) -> bool:
+        """False: Stop failed the stage; else the element is skipped (Restart: from ``zero`` again)."""
+        d = decide(self.decider, exc)
+        if d == Supervision.STOP:
+            self.fail_stage(exc)
+            return False
+        log_resumed(self, self.op, exc)
+        if d == Supervision.RESTART:
+            self.reset_state()
+        return True
+
+    def post_stop(self) -> None:
+        self.resolver.stop()
+
+
+class FoldAsync(_AsyncAccumulation):
     """Pekko's ``foldAsync``: folds the elements with ``fn(acc, elem)``, whose result arrives
     asynchronously, and emits the final accumulator when upstream completes (``zero`` for an empty
     stream).
@@ -40,31 +97,11 @@ class FoldAsync(FlowStage):
 
     op = "fold_async"
 
-    def __init__(self, zero: Any, fn: Callable[[Any, Any], Any]):
-        _check_zero(self.op, zero)
-        require_callable(self.op, "fn", fn)
-        super().__init__(self.op)
-        self.zero = zero
-        self.fn = fn
 
-    def create_logic(self, attributes):
-        return _FoldAsyncLogic(self, decider_of(attributes))
-
-
-class _FoldAsyncLogic(FlowLogic):
-    op = "fold_async"
-
+class _FoldAsyncLogic(_AsyncAccumulationLogic):
     def __init__(self, stage: FoldAsync, decider):
-        super().__init__(stage)
-        self.zero = stage.zero
-        self.fn = stage.fn
-        self.decider = decider
-        self.acc = stage.zero
+        super().__init__(stage, decider)
         self.busy = False  # a result is in flight
-        self.resolver = Resolver(self, self.op, self._completed)
-
-    def reset_state(self) -> None:
-        self.acc = self.zero
 
     def on_pull(self) -> None:
         if not self.has_been_pulled(self.in_):
@@ -84,25 +121,13 @@ class _FoldAsyncLogic(FlowLogic):
 
     def _completed(self, _token, fut) -> None:
         self.busy = False
-        value, exc = outcome(fut)
-        if exc is None and value is None:
-            exc = _none_result(self.op)
+        value, exc = self._result(fut)
         if exc is not None:
             if not self._supervise(exc):
                 return
         else:
             self.acc = value
         self._next()
-
-    def _supervise(self, exc: BaseException) -> bool:
-        d = decide(self.decider, exc)
-        if d == Supervision.STOP:
-            self.fail_stage(exc)
-            return False
-        log_resumed(self, self.op, exc)
-        if d == Supervision.RESTART:
-            self.reset_state()
-        return True
 
     def _next(self) -> None:
         if self.is_closed(self.in_):
@@ -118,11 +143,8 @@ class _FoldAsyncLogic(FlowLogic):
         if not self.busy:
             self._finish()
 
-    def post_stop(self) -> None:
-        self.resolver.stop()
 
-
-class ScanAsync(FlowStage):
+class ScanAsync(_AsyncAccumulation):
     """Pekko's ``scanAsync``: emits ``zero``, then each accumulator ``fn(acc, elem)`` as its result arrives.
 
     **Emits when** the result of ``fn`` arrives and downstream is ready (``zero`` at the first pull).
@@ -135,30 +157,13 @@ class ScanAsync(FlowStage):
 
     op = "scan_async"
 
-    def __init__(self, zero: Any, fn: Callable[[Any, Any], Any]):
-        _check_zero(self.op, zero)
-        require_callable(self.op, "fn", fn)
-        super().__init__(self.op)
-        self.zero = zero
-        self.fn = fn
 
-    def create_logic(self, attributes):
-        return _ScanAsyncLogic(self, decider_of(attributes))
-
-
-class _ScanAsyncLogic(FlowLogic):
-    op = "scan_async"
-
+class _ScanAsyncLogic(_AsyncAccumulationLogic):
     def __init__(self, stage: ScanAsync, decider):
-        super().__init__(stage)
-        self.zero = stage.zero
-        self.fn = stage.fn
-        self.decider = decider
-        self.acc = stage.zero
+        super().__init__(stage, decider)
         self.zero_pending = True  # zero not emitted yet (Pekko's ZeroHandler)
         self.handled = False  # no result in flight (Pekko's elementHandled)
         self.held_signals: list = []  # signals that arrived while a result was in flight: they follow it
-        self.resolver = Resolver(self, self.op, self._completed)
 
     def on_signal(self, signal) -> None:
         if self.handled or self.zero_pending:
@@ -171,9 +176,6 @@ class _ScanAsyncLogic(FlowLogic):
             held, self.held_signals = self.held_signals, []
             for signal in held:
                 GraphStageLogic.on_signal(self, signal)
-
-    def reset_state(self) -> None:
-        self.acc = self.zero
 
     def on_pull(self) -> None:
         if self.zero_pending:
@@ -197,32 +199,19 @@ class _ScanAsyncLogic(FlowLogic):
         try:
             fut = self.resolver.resolve(self.fn(self.acc, elem), None)
         except Exception as e:  # noqa: BLE001 - fn raised: Pekko pulls the next element at once
-            d = decide(self.decider, e)
             self.handled = True
-            if d == Supervision.STOP:
-                self.fail_stage(e)
-                return
-            log_resumed(self, self.op, e)
-            if d == Supervision.RESTART:
-                self.reset_state()
-            self.try_pull(self.in_)
+            if self._supervise(e):
+                self.try_pull(self.in_)
             return
         if fut is not None:
             self._completed(None, fut)
 
     def _completed(self, _token, fut) -> None:
-        value, exc = outcome(fut)
-        if exc is None and value is None:
-            exc = _none_result(self.op)
+        value, exc = self._result(fut)
         self.handled = True
         if exc is not None:
-            d = decide(self.decider, exc)
-            if d == Supervision.STOP:
-                self.fail_stage(exc)
+            if not self._supervise(exc):
                 return
-            log_resumed(self, self.op, exc)
-            if d == Supervision.RESTART:
-                self.reset_state()
             self._release_signals()
             self._safe_pull()
             return
@@ -237,5 +226,6 @@ class _ScanAsyncLogic(FlowLogic):
         if self.handled:
             self.complete_stage()
 
-    def post_stop(self) -> None:
-        self.resolver.stop()
+
+FoldAsync.logic = _FoldAsyncLogic
+ScanAsync.logic = _ScanAsyncLogic
