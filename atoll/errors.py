@@ -173,6 +173,36 @@ class NotAsyncResultError(StreamError, TypeError):
     """``fn`` returned something that is neither an awaitable, a Future nor an ObjectRef."""
 
 
+class CheckpointError(StreamError):
+    """A checkpoint could not be taken, written or restored (the stream itself may go on)."""
+
+
+class CheckpointNotSupportedError(CheckpointError):
+    """The graph cannot be checkpointed as built: a stage with undeclared state, a source that cannot
+    replay, a cycle across islands. Raised when the graph is materialized, before anything runs."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint was taken from a different blueprint than the one asked to restore from it."""
+
+
+class CheckpointCorruptedError(CheckpointError):
+    """A checkpoint's data does not match its manifest (size or sha256): never restored silently."""
+
+
+class CheckpointStorageError(CheckpointError):
+    """The checkpoint storage cannot be reached or written."""
+
+
+class CheckpointTimeoutError(CheckpointError, TimeoutError):
+    """A checkpoint did not complete within its timeout; the message says what each island waits for."""
+
+
+class RecoveryFailedError(StreamError):
+    """The graph could not be recovered from its checkpoints (restart budget spent, no capacity);
+    ``__cause__`` is the last failure."""
+
+
 class NonFailureCancellation(Exception):
     """A cancellation cause that means "no more elements needed", not a failure."""
 

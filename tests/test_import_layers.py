@@ -10,8 +10,9 @@ rank  units                                        what they are
 ====  ===========================================  ==============================================================
 0     ``errors``, ``markers``, ``_futures``,       leaf modules: exceptions, ``NotUsed``/``Done``, promises; the
       ``_impl``                                    docstring of the internal packages' home
-1     ``stage``                                    what a custom operator is written with (GraphStage, logic,
-                                                   ports, shapes, attributes, substreams)
+1     ``stage``, ``windowing``, ``checkpoint``     what a custom operator is written with (GraphStage, logic,
+                                                   ports, shapes, attributes, substreams); window definitions;
+                                                   checkpoint settings, storage and snapshot formats
 2     ``materializer``                             traversal, builders, ``Keep``, the phased materializer
 3     ``ops`` (in ``_impl``)                       the operator catalogue: GraphStages built on ``stage``
 4     ``islands`` (in ``_impl``)                   the graph interpreter, the chunk pass, island assembly, the
@@ -50,6 +51,7 @@ LAYERS: Dict[str, int] = {
     "_impl": 0,
     "stage": 1,
     "windowing": 1,
+    "checkpoint": 1,
     "materializer": 2,
     "ops": 3,
     "islands": 4,

@@ -1,5 +1,6 @@
 """What a custom operator is written with: GraphStage, GraphStageLogic, handlers, ports, shapes, attributes."""
 from .attributes import Attributes
+from .checkpointing import NO_STATE
 from .graph_stage import GraphStage, GraphStageWithMaterializedValue
 from .handlers import InHandler, InOutHandler, OutHandler
 from .logic import AsyncCallback, GraphStageLogic
@@ -48,4 +49,5 @@ __all__ = [
     "UniformFanInShape",
     "UniformFanOutShape",
     "Supervision",
+    "NO_STATE",
 ]

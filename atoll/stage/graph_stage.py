@@ -38,6 +38,8 @@ class GraphStage:
     #: The stage assigns or reads event timestamps (``with_timestamps``, windows, ``push(..., ts=)``):
     #: a graph holding one carries a timestamp beside every element, in every island.
     event_time: bool = False
+    #: The stage's logic keeps no state a checkpoint would need (see ``GraphStageLogic.stateless``).
+    stateless: bool = False
 
     def create_logic(self, attributes: Attributes) -> GraphStageLogic:
         raise TypeError(f"{type(self).__name__} must implement create_logic or create_logic_and_materialized_value")

@@ -42,6 +42,7 @@ from .attributes import Attributes, CancellationStrategy
 from .handlers import InHandler, OutHandler
 from .ports import Inlet, Outlet
 from .shapes import Shape
+from .checkpointing import NO_STATE
 from .event_clock import NEG_INF, EventClock
 from .signals import Signal, Watermark, require_signal
 
@@ -351,12 +352,39 @@ class GraphStageLogic:
     def reset_state(self) -> None:
         """Forget the state built from the elements so far (Restart supervision); stateless by default."""
 
-    def snapshot_state(self):
-        """The operator's state as a picklable value (checkpoints); None for a stateless operator."""
+    # ------------------------------------------------------------------ checkpoint state (Jet's Processor names)
+    #: A logic that keeps nothing a restore would need (no position, no accumulator, no buffered
+    #: element) says so here; with checkpointing on, every other logic must override
+    #: ``save_to_snapshot``/``restore_from_snapshot``, or materializing fails with
+    #: ``CheckpointNotSupportedError`` naming it. The stage (``GraphStage.stateless``) may declare it too.
+    stateless: bool = False
+
+    def save_to_snapshot(self) -> Any:
+        """The operator's state at a checkpoint cut, as a picklable value the stage will not mutate
+        afterwards; ``NO_STATE`` (the default) when there is nothing to save. Runs on the island's
+        thread between events. Never save port state (pulled/closed flags): demand re-forms by itself."""
+        return NO_STATE
+
+    def restore_from_snapshot(self, state: Any) -> None:
+        """Take back what ``save_to_snapshot`` returned; called after construction, before ``pre_start``."""
+
+    def ready_for_snapshot(self) -> bool:
+        """False while the logic holds work it cannot save (an iterator half consumed, a call in flight):
+        the cut waits until every logic of the island is ready."""
+        return True
+
+    def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
+        """Phase 1 of a two-phase commit (sinks with external effects): close what checkpoint
+        ``checkpoint_id`` covers and return a picklable handle to it, stored in the checkpoint."""
         return None
 
-    def restore_state(self, state) -> None:
-        """Take the state back from ``snapshot_state`` (recovery); stateless by default."""
+    def snapshot_commit_finish(self, checkpoint_id: int, prepared: Any, success: bool) -> None:
+        """Phase 2: checkpoint ``checkpoint_id`` is durable (``success``) or abandoned; commit or roll back
+        ``prepared``. Idempotent: it is called again with the restored ``prepared`` on restore."""
+
+    def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
+        """On restore (after ``restore_from_snapshot``): drop external effects not covered by the restored
+        checkpoint (None: restoring from the start)."""
 
     def pull_chunk(self, in_: Inlet, n: int) -> None:
         """Chunk form: ask upstream for at most ``n`` (>= 1) elements; ``on_push`` brings a non-empty list."""

@@ -75,10 +75,10 @@ class _ScanLogic(ChunkFlow, FlowLogic):
         self.acc = self.zero
         self._restarted = True
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return (self.acc, self.zero_out)
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.acc, self.zero_out = state
 
     def on_push(self):
@@ -196,10 +196,10 @@ class _FoldFlowLogic(ChunkFlow, FlowLogic):
     def reset_state(self) -> None:
         self.acc = self.zero
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.acc
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.acc = state
 
 
@@ -252,10 +252,10 @@ class _ReduceLogic(FlowLogic):
     def reset_state(self) -> None:
         self.acc = _EMPTY
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return None if self.acc is _EMPTY else (self.acc,)
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.acc = _EMPTY if state is None else state[0]
 
 
@@ -365,10 +365,10 @@ class _WindowLogic(ChunkFlow, FlowLogic):
         else:
             self.pull_chunk(self.in_, self.need(d))
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return (self.window_state(), self.received, self.settled)
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         ws, self.received, self.settled = state
         self.restore_window_state(ws)
 

@@ -232,9 +232,9 @@ class _BufferLogic(ChunkFlow, FlowLogic):
         self.buf.clear()
         self.count = 0
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return list(self.buf)
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.buf = deque(state)
         self.count = sum(1 for x in self.buf if type(x) is not _Held)

@@ -1755,10 +1755,10 @@ class _InterleaveLogic(_BufferedChunkFanIn, _DetachableFanInLogic):
     def reset_state(self) -> None:
         self.counter = 0
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return (self.current, self.counter)
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.current, self.counter = state
 
 

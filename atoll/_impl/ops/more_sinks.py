@@ -45,10 +45,10 @@ class _CountLogic(_ChunkSinkLogic):
     def result(self):
         return self.n
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.n
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.n = state
 
 
@@ -189,10 +189,10 @@ class _TakeLastSinkLogic(_ChunkSinkLogic):
     def result(self):
         return list(self.buf)
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return list(self.buf)
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.buf = deque(state, maxlen=self.buf.maxlen)
 
 

@@ -96,10 +96,10 @@ class _ZipWithIndexLogic(ChunkFlow, FlowLogic):
     def reset_state(self) -> None:
         self.index = 0
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.index
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.index = state
 
 

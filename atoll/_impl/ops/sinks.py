@@ -113,10 +113,10 @@ class _SeqLogic(_ChunkSinkLogic):
     def result(self):
         return self.buf
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return list(self.buf)
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.buf = list(state)
 
 
@@ -265,10 +265,10 @@ class _FoldLogic(_ChunkSinkLogic):
     def reset_state(self) -> None:
         self.acc = self.zero
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.acc
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.acc = state
 
     def result(self):

@@ -69,10 +69,10 @@ class _TakeLogic(ChunkFlow, FlowLogic):
     def reset_state(self) -> None:
         self.left = self.n
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.left
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.left = state
 
 
@@ -196,10 +196,10 @@ class _DropLogic(ChunkFlow, FlowLogic):
     def reset_state(self) -> None:
         self.left = self.n
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.left
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.left = state
 
 
@@ -264,10 +264,10 @@ class _DropWhileLogic(ChunkFlow, FlowLogic):
     def reset_state(self) -> None:
         self.dropping = True
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.dropping
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.dropping = state
 
 
@@ -315,8 +315,8 @@ class _LimitLogic(FlowLogic):
     def reset_state(self) -> None:
         self.left = self.n
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.left
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.left = state

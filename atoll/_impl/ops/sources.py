@@ -139,10 +139,10 @@ class _SequenceLogic(_SourceLogic):
         if j >= len(seq):
             self.complete(self.out)
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return self.i
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.i = state
 
 

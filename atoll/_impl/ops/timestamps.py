@@ -309,10 +309,10 @@ class _WithTimestampsLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandle
     def reset_state(self) -> None:
         """Restart drops the failing element only: the watermark never goes back."""
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return {"last": self.last, "highest": dict(self.highest), "index": self.index}
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.last = state["last"]
         self.highest = dict(state["highest"])
         self.active = set(self.highest)

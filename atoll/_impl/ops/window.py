@@ -262,9 +262,9 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
     def reset_state(self) -> None:
         self.engine.reset_state()
 
-    def snapshot_state(self):
+    def save_to_snapshot(self):
         return {"engine": self.engine.snapshot_state(), "forwarded": self.forwarded}
 
-    def restore_state(self, state) -> None:
+    def restore_from_snapshot(self, state) -> None:
         self.engine.restore_state(state["engine"])
         self.forwarded = state["forwarded"]

@@ -110,17 +110,17 @@ def test_slicing_state_hooks():
     for stage in (Take(5), Drop(5)):
         logic = stage.create_logic(Attributes.none)
         logic.left = 2
-        snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+        snap = pickle.loads(pickle.dumps(logic.save_to_snapshot()))
         logic.reset_state()
         assert logic.left == 5
-        logic.restore_state(snap)
+        logic.restore_from_snapshot(snap)
         assert logic.left == 2
     logic = DropWhile(bool).create_logic(Attributes.none)
     logic.dropping = False
-    snap = logic.snapshot_state()
+    snap = logic.save_to_snapshot()
     logic.reset_state()
     assert logic.dropping is True
-    logic.restore_state(snap)
+    logic.restore_from_snapshot(snap)
     assert logic.dropping is False
 
 
@@ -181,17 +181,17 @@ def test_scan_fold_state_hooks():
     from atoll._impl.ops.aggregate import Fold, Scan
     logic = Scan(0, _adder()).create_logic(Attributes.none)
     logic.acc, logic.zero_out = 7, True
-    snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+    snap = pickle.loads(pickle.dumps(logic.save_to_snapshot()))
     logic.reset_state()
     assert logic.acc == 0
-    logic.restore_state(snap)
+    logic.restore_from_snapshot(snap)
     assert (logic.acc, logic.zero_out) == (7, True)
     logic = Fold(0, _adder()).create_logic(Attributes.none)
     logic.acc = 9
-    snap = logic.snapshot_state()
+    snap = logic.save_to_snapshot()
     logic.reset_state()
     assert logic.acc == 0
-    logic.restore_state(snap)
+    logic.restore_from_snapshot(snap)
     assert logic.acc == 9
 
 
@@ -272,10 +272,10 @@ def test_window_state_hooks():
         logic = stage.create_logic(Attributes.none)
         logic.step(1)
         logic.step(2)
-        snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+        snap = pickle.loads(pickle.dumps(logic.save_to_snapshot()))
         logic.reset_state()
         assert logic.buf == []
-        logic.restore_state(snap)
+        logic.restore_from_snapshot(snap)
         assert logic.buf == [1, 2]
 
 
@@ -295,10 +295,10 @@ def test_zip_with_index_after_a_resumed_filter_and_state_hooks():
     from atoll._impl.ops.sequence import ZipWithIndex
     logic = ZipWithIndex().create_logic(Attributes.none)
     logic.index = 4
-    snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+    snap = pickle.loads(pickle.dumps(logic.save_to_snapshot()))
     logic.reset_state()
     assert logic.index == 0
-    logic.restore_state(snap)
+    logic.restore_from_snapshot(snap)
     assert logic.index == 4
 
 
@@ -349,9 +349,9 @@ def test_buffer_overflow_releases_the_signals_of_dropped_elements():
     logic._insert(4)  # drops 1: W(1) is now at the head and goes out
     assert emitted == [W(1)]
     assert [getattr(x, "signal", x) for x in logic.buf] == [2, W(2), 3, 4]
-    snap = pickle.loads(pickle.dumps(logic.snapshot_state()))
+    snap = pickle.loads(pickle.dumps(logic.save_to_snapshot()))
     logic.reset_state()
-    logic.restore_state(snap)
+    logic.restore_from_snapshot(snap)
     assert logic.count == 3
 
     logic, emitted = _buffer_logic(OverflowStrategy.drop_tail)

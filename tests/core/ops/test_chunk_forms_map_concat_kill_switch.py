@@ -9,6 +9,8 @@ import itertools
 
 import pytest
 
+from atoll.stage import NO_STATE
+
 from atoll import Attributes, Flow, Keep, KillSwitches, Materializer, Sink, Source
 from atoll.errors import NonFailureCancellation, PortStateError
 from atoll._impl.ops import kill_switch as ks_mod
@@ -245,9 +247,9 @@ def test_map_concat_of_an_endless_iterable_under_take(settings):
 
 def test_map_concat_state_hooks():
     logic = transform_mod.MapConcat(lambda x: [x]).create_logic(Attributes.none)
-    assert logic.snapshot_state() is None  # stateless: signals wait until an element's outputs are out
+    assert logic.save_to_snapshot() is NO_STATE  # nothing but the iterator in progress
     logic.reset_state()
-    logic.restore_state(None)
+    logic.restore_from_snapshot(NO_STATE)
 
 
 # ---------------------------------------------------------------------------------------------- signals
@@ -443,7 +445,7 @@ def test_kill_switch_logic_is_module_level_and_stateless():
     stage = ks_mod.KillSwitchStage()
     logic, switch = stage.create_logic_and_materialized_value(Attributes.none)
     assert type(logic) is ks_mod._KillSwitchLogic and logic.chunk_capable()
-    assert logic.signal is switch._signal and logic.snapshot_state() is None
+    assert logic.signal is switch._signal and logic.save_to_snapshot() is NO_STATE
 
 
 def test_stateful_map_concat_holds_signals_behind_its_pending_outputs_too():
