@@ -99,10 +99,14 @@ class Source(FlowOps, GraphOps, EventTimeOps, AsyncOps, PoolOps, TimeOps, RateOp
         return Source.from_graph(S.IterableSource(iterable))
 
     @staticmethod
-    def from_iterator(factory: Callable[[], Iterable[Any]]) -> "Source":
+    def from_iterator(factory: Callable[[], Iterable[Any]], replay: Optional[str] = None) -> "Source":
         """Emit the elements of the iterator ``factory()`` returns; ``factory`` is called once per
-        materialization and one element is taken per pull, never ahead of demand."""
-        return Source.from_graph(S.IterableSource(factory, name="from_iterator", factory=True))
+        materialization and one element is taken per pull, never ahead of demand.
+
+        With checkpointing, an iterator cannot be rewound, so the stage is refused unless
+        ``replay="skip"``: a restore calls ``factory()`` again and skips the elements emitted before the
+        checkpoint. That is exact only if ``factory`` is deterministic (same elements in the same order)."""
+        return Source.from_graph(S.IterableSource(factory, name="from_iterator", factory=True, replay=replay))
 
     @staticmethod
     def range(start: int, stop: int, step: int = 1) -> "Source":

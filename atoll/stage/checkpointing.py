@@ -32,7 +32,11 @@ def checkpoint_refusal(logic: Any, module: Optional[Any] = None) -> Optional[str
 
     cls = type(logic)
     if cls.save_to_snapshot is GraphStageLogic.save_to_snapshot:
-        return "declares neither stateless = True nor save_to_snapshot/restore_from_snapshot"
-    if cls.restore_from_snapshot is GraphStageLogic.restore_from_snapshot:
-        return "overrides save_to_snapshot but not restore_from_snapshot"
-    return None
+        reason = "declares neither stateless = True nor save_to_snapshot/restore_from_snapshot"
+    elif cls.restore_from_snapshot is GraphStageLogic.restore_from_snapshot:
+        reason = "overrides save_to_snapshot but not restore_from_snapshot"
+    else:
+        return None
+    # a built-in that cannot take part says why and what to use instead (``checkpoint_hint``)
+    hint = getattr(logic, "checkpoint_hint", None) or getattr(module, "checkpoint_hint", None)
+    return f"{reason}: {hint}" if hint else reason

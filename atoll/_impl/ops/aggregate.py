@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ...errors import NoSuchElementError
 from ...stage.supervision import supervise
-from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int
+from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int, snapshot_copy
 from ...stage.supervision import supervise_chunk
 from .base import ChunkFlow
 
@@ -76,7 +76,7 @@ class _ScanLogic(ChunkFlow, FlowLogic):
         self._restarted = True
 
     def save_to_snapshot(self):
-        return (self.acc, self.zero_out)
+        return (snapshot_copy(self.acc), self.zero_out)
 
     def restore_from_snapshot(self, state) -> None:
         self.acc, self.zero_out = state
@@ -197,7 +197,7 @@ class _FoldFlowLogic(ChunkFlow, FlowLogic):
         self.acc = self.zero
 
     def save_to_snapshot(self):
-        return self.acc
+        return snapshot_copy(self.acc)
 
     def restore_from_snapshot(self, state) -> None:
         self.acc = state
@@ -253,7 +253,7 @@ class _ReduceLogic(FlowLogic):
         self.acc = _EMPTY
 
     def save_to_snapshot(self):
-        return None if self.acc is _EMPTY else (self.acc,)
+        return None if self.acc is _EMPTY else (snapshot_copy(self.acc),)
 
     def restore_from_snapshot(self, state) -> None:
         self.acc = _EMPTY if state is None else state[0]
@@ -366,11 +366,15 @@ class _WindowLogic(ChunkFlow, FlowLogic):
             self.pull_chunk(self.in_, self.need(d))
 
     def save_to_snapshot(self):
-        return (self.window_state(), self.received, self.settled)
+        # the chunk form's elements not yet stepped (inq[pos:]) and the signals held behind them are state
+        return (self.window_state(), self.received, self.settled, list(self.inq[self.pos:]),
+                [list(m) for m in self.marks])
 
     def restore_from_snapshot(self, state) -> None:
-        ws, self.received, self.settled = state
+        ws, self.received, self.settled, inq, marks = state
         self.restore_window_state(ws)
+        self.inq, self.pos = list(inq), 0
+        self.marks = [list(m) for m in marks]
 
 
 class Grouped(FlowStage):

@@ -105,3 +105,18 @@ def require_int(op: str, arg: str, value: Any, minimum: int) -> None:
 def require_bool(op: str, arg: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"{op}: argument {arg!r} must be a bool, got {value!r}")
+
+
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), frozenset, range)
+
+
+def snapshot_copy(value: Any) -> Any:
+    """A copy of a user value (an accumulator, a state) that later in-place changes cannot reach: a
+    checkpoint must hold the value at the cut. Immutable values (tuples of them too) are shared."""
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if type(value) is tuple and all(isinstance(v, _IMMUTABLE) for v in value):
+        return value
+    import copy
+
+    return copy.deepcopy(value)

@@ -104,7 +104,8 @@ class _BufferLogic(ChunkFlow, FlowLogic):
         self.count = 0  # elements in buf
 
     def pre_start(self):
-        self._pull_up()
+        if self.kind != "backpressure" or self.count < self.size:  # restored full: the first pull pulls
+            self._pull_up()
 
     def _pull_up(self) -> None:
         if self.chunked:

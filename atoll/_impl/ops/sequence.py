@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 from ...stage.attributes import LogLevels
 from ...stage.handlers import InHandler
 from ...stage.supervision import supervise
-from .base import FlowLogic, FlowStage, decider_of, require_callable
+from .base import FlowLogic, FlowStage, decider_of, require_callable, snapshot_copy
 from ...stage.supervision import supervise_chunk
 from .base import ChunkFlow
 
@@ -41,13 +41,24 @@ class _IntersperseLogic(FlowLogic):
         self.start, self.inject, self.end = stage.start, stage.inject, stage.end
         self.set_handler(stage.in_, InHandler(on_push=self._first_push, on_upstream_finish=self._finish_empty))
 
+    started = False  # the first element went through (start was emitted before it)
+
     def _first_push(self):
         elem = self.grab(self.in_)
         if self.start is not None:
             self.emit_multiple(self.out, (self.start, elem))
         else:
             self.emit(self.out, elem)
+        self.started = True
         self.set_handler(self.in_, self)
+
+    def save_to_snapshot(self):
+        return self.started
+
+    def restore_from_snapshot(self, state) -> None:
+        if state:
+            self.started = True
+            self.set_handler(self.in_, self)
 
     def _finish_empty(self):
         self.emit_multiple(self.out, [x for x in (self.start, self.end) if x is not None])
@@ -150,6 +161,12 @@ class _DropRepeatedLogic(FlowLogic):
     def reset_state(self) -> None:
         self.last = _UNSET
 
+    def save_to_snapshot(self):
+        return None if self.last is _UNSET else (snapshot_copy(self.last),)
+
+    def restore_from_snapshot(self, state) -> None:
+        self.last = _UNSET if state is None else state[0]
+
 
 LOG_OFF = -1
 """A ``LogLevels`` level that turns that kind of ``log()`` message off (Pekko's ``LogLevels.Off``);
@@ -202,6 +219,8 @@ def _cause_text(exc: BaseException) -> str:
 class _LogLogic(ChunkFlow, FlowLogic):
     """Chunk form: demand passes straight upstream; every element of a chunk is logged in order,
     ``extract`` supervised per element (Stop pushes the elements before it, then fails)."""
+
+    stateless = True
 
     def __init__(self, stage: "Log", name, extract, on_element, on_finish, on_failure, logger, decider):
         super().__init__(stage)

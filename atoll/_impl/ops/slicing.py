@@ -45,6 +45,10 @@ class _TakeLogic(ChunkFlow, FlowLogic):
         if self.left <= 0:
             self.complete_stage()
 
+    def pre_start(self):
+        if self.left <= 0 and self.n > 0:  # restored with nothing left to take
+            self.complete_stage()
+
     def on_pull(self):
         if self.left > 0:
             self.pull(self.in_)
@@ -96,6 +100,8 @@ class TakeWhile(FlowStage):
 
 
 class _TakeWhileLogic(ChunkFlow, FlowLogic):
+    stateless = True  # once the predicate fails the stage completes: a live one has seen only passing elements
+
     def __init__(self, stage: TakeWhile, decider):
         super().__init__(stage)
         self.pred = stage.pred

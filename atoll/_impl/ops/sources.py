@@ -15,7 +15,7 @@ from ...stage.handlers import OutHandler
 from ...stage.logic import GraphStageLogic
 from ...stage.timers import TimerGraphStageLogic
 from ...stage.supervision import Supervision, decide
-from .base import SourceStage, decider_of, require_callable
+from .base import SourceStage, decider_of, require_callable, snapshot_copy
 
 _END = object()
 
@@ -60,6 +60,8 @@ class SingleSource(SourceStage):
         stage = self
 
         class Logic(_SourceLogic):
+            stateless = True  # it completes with its only element: a checkpoint never sees it half done
+
             def on_pull(self):
                 self.push(self.out, stage.elem)
                 self.complete(self.out)
@@ -86,7 +88,12 @@ class IterableSource(SourceStage):
     finds the iterator exhausted. **Fails when** the iterator (or the factory) raises and the
     supervision strategy says Stop."""
 
-    def __init__(self, iterable: Iterable[Any], name: str = "from_iterable", factory: bool = False):
+    def __init__(self, iterable: Iterable[Any], name: str = "from_iterable", factory: bool = False,
+                 replay: Optional[str] = None):
+        if replay not in (None, "skip"):
+            raise ValueError(f"Source.from_iterator: argument 'replay' must be None or 'skip', got {replay!r}")
+        if replay is not None and not factory:
+            raise ValueError("Source.from_iterable: 'replay' needs a factory (use Source.from_iterator)")
         if factory:
             require_callable("Source.from_iterator", "factory", iterable)
         elif not hasattr(iterable, "__iter__"):
@@ -94,11 +101,14 @@ class IterableSource(SourceStage):
         super().__init__(name)
         self.iterable = iterable
         self.factory = factory
+        self.replay = replay
 
     def create_logic(self, attributes):
         source = self.iterable
         if not self.factory and isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
             return _SequenceLogic(self, source)
+        if self.replay == "skip":
+            return _ReplayIteratorLogic(self, source, self.factory, decider_of(attributes))
         return _IteratorLogic(self, source, self.factory, decider_of(attributes))
 
 
@@ -109,7 +119,7 @@ class _SequenceLogic(_SourceLogic):
         self.i = 0
 
     def pre_start(self):
-        if len(self.seq) == 0:
+        if self.i >= len(self.seq):  # empty, or restored at its end
             self.complete(self.out)
 
     def on_pull(self):
@@ -147,6 +157,11 @@ class _SequenceLogic(_SourceLogic):
 
 
 class _IteratorLogic(_SourceLogic):
+    # an iterator cannot be rewound: no checkpoint state (refused with this hint)
+    checkpoint_hint = ("an iterator cannot be replayed after a restore; pass a list or tuple to "
+                       "Source.from_iterable, or use Source.from_iterator(factory, replay=\"skip\") with a "
+                       "deterministic factory")
+
     def __init__(self, stage, source, factory, decider):
         super().__init__(stage)
         self.source = source
@@ -215,6 +230,35 @@ class _IteratorLogic(_SourceLogic):
             self.complete_stage()  # the iterator is exhausted: no pull would find more
 
 
+class _ReplayIteratorLogic(_IteratorLogic):
+    """``from_iterator(factory, replay="skip")``: the state is how many elements the current iterator
+    gave; a restored stage calls ``factory()`` again and skips that many (the factory must be
+    deterministic). A supervised Restart starts a new iterator, so the count starts over with it."""
+
+    def __init__(self, stage, source, factory, decider):
+        super().__init__(stage, source, factory, decider)
+        self.taken = 0  # elements taken from self.it
+        self.skip = 0  # after a restore: elements the first iterator skips
+
+    def _new_iterator(self):
+        it = super()._new_iterator()
+        k, self.skip = self.skip, 0
+        self.taken = 0
+        for _ in itertools.islice(it, k):  # replay: skip what went out before the checkpoint
+            self.taken += 1
+        return it
+
+    def push(self, out, elem):
+        self.taken += len(elem) if type(elem) is list else 1
+        super().push(out, elem)
+
+    def save_to_snapshot(self):
+        return self.taken
+
+    def restore_from_snapshot(self, state) -> None:
+        self.skip = state
+
+
 class RangeSource(SourceStage):
     """Emits ``range(start, stop, step)`` (Python semantics, ``stop`` exclusive).
 
@@ -251,6 +295,8 @@ class RepeatSource(SourceStage):
 
 
 class _RepeatLogic(_SourceLogic):
+    stateless = True
+
     def __init__(self, stage, elem):
         super().__init__(stage)
         self.elem = elem
@@ -275,6 +321,8 @@ class EmptySource(SourceStage):
 
     def create_logic(self, attributes):
         class Logic(_SourceLogic):
+            stateless = True
+
             def pre_start(self):
                 self.complete(self.out)
 
@@ -295,6 +343,8 @@ class NeverSource(SourceStage):
 
     def create_logic(self, attributes):
         class Logic(_SourceLogic):
+            stateless = True
+
             def on_pull(self):
                 pass
 
@@ -316,6 +366,8 @@ class FailedSource(SourceStage):
         exc = self.exc
 
         class Logic(_SourceLogic):
+            stateless = True
+
             def pre_start(self):
                 self.fail(self.out, exc)
 
@@ -356,6 +408,12 @@ class UnfoldSource(SourceStage):
                     raise TypeError(f"Source.unfold: fn must return (next_state, element) or None, got {r!r}") from None
                 self.push(self.out, elem)
 
+            def save_to_snapshot(self):
+                return snapshot_copy(self.state)
+
+            def restore_from_snapshot(self, state) -> None:
+                self.state = state
+
         return Logic(self)
 
 
@@ -378,6 +436,8 @@ class FutureSource(SourceStage):
 
         class Logic(_SourceLogic):
             result = _END
+            checkpoint_hint = ("a future's result cannot be replayed after a restore; use Source.single "
+                               "with the value, or Source.from_iterator(factory, replay=\"skip\")")
 
             def pre_start(self):
                 cb = self.get_async_callback(self._done)
@@ -490,6 +550,8 @@ class TickSource(SourceStage):
         cancellable = Cancellable()
 
         class Logic(TimerGraphStageLogic, OutHandler):
+            stateless = True  # ticks carry no position; a restored tick source starts its timer again
+
             def __init__(self):
                 super().__init__(stage.shape)
                 self.set_handler(stage.out, self)

@@ -12,10 +12,19 @@ from ...errors import PortStateError
 from ...stage.handlers import InHandler
 from ...stage.supervision import Supervision, decide, supervise, supervise_chunk
 from ...stage.chunk_budget import ChunkBudget, now
-from .base import ChunkFlow, FlowLogic, FlowStage, decider_of, require_callable
+from .base import ChunkFlow, FlowLogic, FlowStage, decider_of, require_callable, snapshot_copy
 from .forms import FILTER, MAP, MAP_CONCAT, StatelessForm
 
 _NOTHING = object()
+#: iterators whose remaining elements can be read without disturbing them (``__reduce__`` gives the
+#: sequence and the position): a checkpoint may cut while one is half consumed
+_SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+
+
+def _remaining(it) -> list:
+    """The elements a sequence iterator has still to give (it is not advanced)."""
+    _, (seq,), pos = it.__reduce__()
+    return list(seq[pos:])
 
 
 def _push_or_pull(logic, res: list) -> None:
@@ -73,6 +82,7 @@ class Map(FlowStage):
 
 
 class _MapLogic(_StatelessChunkForm, FlowLogic):
+    stateless = True
     def __init__(self, stage, decider):
         super().__init__(stage)
         self.fn = stage.fn
@@ -164,6 +174,7 @@ class Filter(FlowStage):
 
 
 class _FilterLogic(_StatelessChunkForm, FlowLogic):
+    stateless = True
     def __init__(self, stage, decider):
         super().__init__(stage)
         self.pred = stage.pred
@@ -347,6 +358,24 @@ class _ExpandingLogic(FlowLogic):
         if not self._pending_outputs():
             self.finish()
 
+    # --- checkpoint state: the outputs still to push (look-ahead and the rest of the current iterable),
+    # and the signals held behind them. An arbitrary iterator cannot be saved: the cut waits until it is
+    # used up; the iterators of a list, tuple or range can (their remaining elements are the state).
+    def ready_for_snapshot(self) -> bool:
+        return self._deferred is None and (self.it is None or type(self.it) in _SEQUENCE_ITERATORS)
+
+    def save_to_snapshot(self):
+        rest = [] if self.it is None else _remaining(self.it)
+        outputs = rest if self.nxt is _NOTHING else [self.nxt] + rest
+        return {"outputs": outputs, "held": list(self.held)}
+
+    def restore_from_snapshot(self, state) -> None:
+        outputs = state["outputs"]
+        if outputs:
+            self.nxt = outputs[0]
+            self.it = iter(outputs[1:]) if len(outputs) > 1 else None
+        self.held = list(state["held"])
+
 
 class MapConcat(FlowStage):
     """Transforms each element into an iterable of elements and emits them one by one.
@@ -394,6 +423,15 @@ class _MapConcatLogic(ChunkFlow, _ExpandingLogic):
 
     def expand(self, elem):
         return self.fn(elem)
+
+    def save_to_snapshot(self):
+        state = super().save_to_snapshot()
+        state["pending"] = list(self.pending[self.pos:])  # chunk form: inputs received, not expanded yet
+        return state
+
+    def restore_from_snapshot(self, state) -> None:
+        super().restore_from_snapshot(state)
+        self.pending, self.pos = list(state["pending"]), 0
 
     def _pending_outputs(self) -> bool:
         return self.nxt is not _NOTHING or self._deferred is not None or self.pos < len(self.pending)
@@ -510,9 +548,28 @@ class StatefulMapConcat(FlowStage):
         class Logic(_ExpandingLogic):
             fn = None
             finishing = False
+            restored_fn = None
 
             def pre_start(self):
-                self.restart()
+                if self.restored_fn is not None:
+                    self.fn, self.restored_fn = self.restored_fn, None
+                else:
+                    self.restart()
+
+            # the function factory() made holds the state in its closure: it is saved whole (cloudpickle;
+            # it must pickle), taken at the cut so that later calls do not change the saved copy
+            def save_to_snapshot(self):
+                import cloudpickle
+
+                state = super().save_to_snapshot()
+                state["fn"] = cloudpickle.dumps(self.fn)
+                return state
+
+            def restore_from_snapshot(self, state) -> None:
+                import cloudpickle
+
+                super().restore_from_snapshot(state)
+                self.restored_fn = cloudpickle.loads(state["fn"])
 
             def restart(self):
                 fn = factory()
@@ -576,10 +633,18 @@ class StatefulMap(FlowStage):
         class Logic(FlowLogic):
             state = None
             open = False  # on_complete still owed for the current state
+            restored = False
 
             def pre_start(self):
-                self.state = stage.create()
+                if not self.restored:
+                    self.state = stage.create()
                 self.open = True
+
+            def save_to_snapshot(self):
+                return snapshot_copy(self.state)
+
+            def restore_from_snapshot(self, state) -> None:
+                self.state, self.restored = state, True
 
             def _close(self):
                 self.open = False

@@ -247,9 +247,11 @@ def test_map_concat_of_an_endless_iterable_under_take(settings):
 
 def test_map_concat_state_hooks():
     logic = transform_mod.MapConcat(lambda x: [x]).create_logic(Attributes.none)
-    assert logic.save_to_snapshot() is NO_STATE  # nothing but the iterator in progress
+    state = logic.save_to_snapshot()  # nothing pending: no outputs, no held signals, no inputs
+    assert state == {"outputs": [], "held": [], "pending": []}
     logic.reset_state()
-    logic.restore_from_snapshot(NO_STATE)
+    logic.restore_from_snapshot(state)
+    assert logic.ready_for_snapshot()
 
 
 # ---------------------------------------------------------------------------------------------- signals
