@@ -120,3 +120,25 @@ def snapshot_copy(value: Any) -> Any:
     import copy
 
     return copy.deepcopy(value)
+
+
+def event_clock_state(logic) -> Any:
+    """A logic's event time at a cut (watermark heard and sent, hold, armed event timers), or None."""
+    clock = logic._event_clock
+    if clock is None:
+        return None
+    timers = sorted((seq, key, ts) for key, (ts, seq) in clock.armed.items())
+    return (clock.watermark, clock.forwarded, clock.hold, [(key, ts) for _, key, ts in timers])
+
+
+def restore_event_clock(logic, state: Any) -> None:
+    """Give ``logic`` back the event time ``event_clock_state`` saved (timers re-armed in their order)."""
+    if state is None:
+        return
+    from ...stage.event_clock import EventClock
+
+    clock = EventClock()
+    clock.watermark, clock.forwarded, clock.hold, timers = state
+    for key, ts in timers:
+        clock.schedule(key, ts)
+    logic._event_clock = clock

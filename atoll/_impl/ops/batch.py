@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...stage.handlers import InHandler, OutHandler
 from ...stage.logic import GraphStageLogic
 from ...stage.supervision import Supervision, decide
-from .base import FlowStage, decider_of, require_callable, require_int
+from .base import FlowStage, decider_of, event_clock_state, require_callable, require_int, restore_event_clock, snapshot_copy
 
 _NONE = object()  # no aggregate / no pending element
 
@@ -139,8 +139,22 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
                 if self._supervise(exc):
                     self.pending = _NONE
 
+    def save_to_snapshot(self):
+        agg = self.agg if self.agg is _NONE else snapshot_copy(self.agg)
+        return {"agg": None if agg is _NONE else (agg,), "left": self.left,
+                "pending": None if self.pending is _NONE else (self.pending,),
+                "ts": (self.agg_ts, self.pending_ts), "clock": event_clock_state(self)}
+
+    def restore_from_snapshot(self, state) -> None:
+        self.agg = _NONE if state["agg"] is None else state["agg"][0]
+        self.pending = _NONE if state["pending"] is None else state["pending"][0]
+        self.left = state["left"]
+        self.agg_ts, self.pending_ts = state["ts"]
+        restore_event_clock(self, state["clock"])  # the watermark hold on the elements kept
+
     def pre_start(self) -> None:
-        self.pull(self.in_)
+        if self.pending is _NONE:  # restored with a pending element: upstream waits until it fits
+            self.pull(self.in_)
 
     def on_push(self) -> None:
         elem = self.grab(self.in_)

@@ -46,6 +46,7 @@ class Collect(FlowStage):
 
 
 class _CollectLogic(_StatelessChunkForm, FlowLogic):
+    stateless = True
     def __init__(self, stage, decider):
         super().__init__(stage)
         self.fn = stage.fn

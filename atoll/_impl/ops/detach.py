@@ -19,6 +19,8 @@ class Detach(FlowStage):
 
 
 class _DetachLogic(FlowLogic):
+    stateless = True  # the element it holds stays in its input connection (saved as in flight)
+
     def pre_start(self) -> None:
         self.try_pull(self.in_)
 

@@ -69,17 +69,47 @@ class _ExpandLogic(GraphStageLogic, InHandler, OutHandler):
         self.looked = True  # nxt is valid
         self.expanded = False
         self.stage = stage
+        self.src = None  # (element,) the current iterator was made from
+        self.pos = 0  # elements of the current iterator pushed
+        self.restored = None
         self.set_handler(stage.in_, self)
         self.set_handler(stage.out, self)
 
+    # checkpoint state: the element the iterator came from and how far it went; a restore calls the
+    # expander again (pure, as every function given to a built-in) and skips what went out
+    def save_to_snapshot(self):
+        return (self.src, self.pos, self.expanded)
+
+    def restore_from_snapshot(self, state) -> None:
+        self.restored = state
+
+    def _resume(self, state) -> None:
+        self.src, pos, self.expanded = state
+        if self.src is not None:
+            try:
+                self.it = iter(self.expander(self.src[0]))
+                self.looked = False
+                for _ in range(pos):
+                    self._next()
+            except Exception as exc:
+                self._on_iterator_failure(exc)
+                return
+        if self.src is None or self.expanded:
+            self.pull(self.in_)
+
     def pre_start(self) -> None:
         stage = self.stage
+        if self.restored is not None:
+            state, self.restored = self.restored, None
+            self._resume(state)
+            return
         if stage.has_initial:
             # as Pekko's ``prepend(Source.single(initial)).via(expand)``: the initial element is the
             # first "upstream" element; the real upstream is pulled once it was emitted
             try:
                 self.it = iter(self.expander(stage.initial))
                 self.looked = False
+                self.src, self.pos = (stage.initial,), 0
             except Exception as exc:
                 self._on_expander_failure(exc)
         else:
@@ -96,6 +126,7 @@ class _ExpandLogic(GraphStageLogic, InHandler, OutHandler):
         self._has_next()
         x = self.nxt
         self.looked = False
+        self.pos += 1
         return x
 
     def reset_state(self) -> None:
@@ -103,6 +134,7 @@ class _ExpandLogic(GraphStageLogic, InHandler, OutHandler):
         self.nxt = _END
         self.looked = True
         self.expanded = False
+        self.src, self.pos = None, 0
 
     # ------------------------------------------------------------------ handlers
     def _on_expander_failure(self, exc) -> None:
@@ -134,6 +166,7 @@ class _ExpandLogic(GraphStageLogic, InHandler, OutHandler):
             return
         self.it = it
         self.looked = False
+        self.src, self.pos = (elem,), 0
         try:
             if self._has_next():
                 if self.is_available(self.out):

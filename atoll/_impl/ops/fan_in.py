@@ -21,7 +21,7 @@ import random
 from collections import deque
 from typing import Any, Callable, Optional, Sequence
 
-from ...errors import STAGE_WAS_COMPLETED, PortStateError
+from ...errors import STAGE_WAS_COMPLETED, IllegalStateError, PortStateError
 from ...stage._connection import EMPTY
 from ...stage.attributes import Attributes
 from ...stage.graph_stage import GraphStage
@@ -96,10 +96,33 @@ class _MergeLogic(GraphStageLogic, OutHandler):
             self.set_handler(in_, _MergeIn(self, in_))
         self.set_handler(stage.out, self)
 
+    # checkpoint state. Element form: the elements waiting in its inputs are in-flight elements of the
+    # connections; only the signals held behind them are saved (counted from the cut). Chunk form: the
+    # received elements not pushed yet, per input in arrival order, are state.
+    restored_held: list = []
+
+    def save_to_snapshot(self):
+        held = [(i, list(self.bufs[i][self.offs[i]:])) for i in self.pending] if self.chunked else []
+        return (held, [(m[0] - self.emitted, m[1]) for m in self.marks])
+
+    def restore_from_snapshot(self, state) -> None:
+        held, marks = state
+        self.restored_held = held
+        self.emitted = 0
+        self.marks = deque([list(m) for m in marks])
+
     def pre_start(self):
-        for in_ in self.ins:
+        held = dict(self.restored_held)
+        if held:
+            if not self.chunked:
+                raise IllegalStateError(f"{self}: restored chunk-form elements into an element-form merge")
+            for i, elems in self.restored_held:
+                self.bufs[i], self.offs[i] = elems, 0
+                self.pending.append(i)
+            self.restored_held = []
+        for i, in_ in enumerate(self.ins):
             if self.chunked:
-                if not self.is_closed(in_):
+                if not self.is_closed(in_) and i not in held:
                     self.pull_chunk(in_, 1)
             else:
                 self.try_pull(in_)
@@ -1041,9 +1064,27 @@ class _ZipWithLogic(GraphStageLogic, OutHandler):
             self.set_handler(in_, InHandler(on_push=self._on_push, on_upstream_finish=self._on_finish(in_)))
         self.set_handler(stage.out, self)
 
+    # checkpoint state: the chunk form's unmatched elements per input (element form: they wait in the
+    # input connections, saved there as in flight)
+    restored_bufs = None
+
+    def save_to_snapshot(self):
+        return [list(b) for b in self.bufs] if self.chunked else None
+
+    def restore_from_snapshot(self, state) -> None:
+        self.restored_bufs = state
+
+    chunked = False
+
     def pre_start(self):
-        for in_ in self.ins:
-            self.pull(in_)
+        bufs, self.restored_bufs = self.restored_bufs, None
+        if bufs is not None and any(bufs):
+            if not self.chunked:
+                raise IllegalStateError(f"{self}: restored chunk-form elements into an element-form zip")
+            self.bufs = [list(b) for b in bufs]
+        for i, in_ in enumerate(self.ins):
+            if not self.chunked or not self.bufs[i]:
+                self.pull(in_)
 
     def _on_push(self):
         self.pending -= 1
@@ -1100,6 +1141,7 @@ class _ZipWithLogic(GraphStageLogic, OutHandler):
         return True
 
     def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
         self.bufs = [[] for _ in self.ins]
         self.done = [False] * self.n
         self.failed = [None] * self.n
@@ -1760,6 +1802,15 @@ class _InterleaveLogic(_BufferedChunkFanIn, _DetachableFanInLogic):
 
     def restore_from_snapshot(self, state) -> None:
         self.current, self.counter = state
+
+    def ready_for_snapshot(self) -> bool:
+        # the elements read ahead (detached inputs, or the chunk form's held chunks) are not saved yet:
+        # the cut waits until none is held
+        if getattr(self, "chunked", False):
+            return not self.marks and not any(self.held(i) for i in range(len(self.bufs)))
+        if self.detached:
+            return all(x is EMPTY for x in self._buffer) and all(x is EMPTY for x in self._delivered)
+        return True
 
 
 # ---------------------------------------------------------------------------------------------- OrElse

@@ -74,6 +74,8 @@ class Broadcast(_FanOutStage):
 
 
 class _BroadcastLogic(GraphStageLogic, InHandler):
+    stateless = True  # what it pushed waits in its output connections (saved there as in flight)
+
     def __init__(self, stage: Broadcast):
         super().__init__(stage.shape)
         self.in_ = stage.in_
@@ -198,6 +200,14 @@ class _BalanceLogic(GraphStageLogic, InHandler):
             self.dispatch_chunk()
         else:
             self.dequeue_and_dispatch()
+
+    # checkpoint state: the chunk form's elements not dispatched yet and the signals held behind them
+    def save_to_snapshot(self):
+        return (list(self.rest), list(self.held_signals))
+
+    def restore_from_snapshot(self, state) -> None:
+        rest, held = state
+        self.rest, self.held_signals = list(rest), list(held)
 
     def dequeue_and_dispatch(self):
         queue = self.pending_queue
@@ -395,6 +405,19 @@ class _PartitionLogic(GraphStageLogic, InHandler):
 
     def holding(self) -> bool:
         return self.pending_elem is not _NONE or bool(self.rest)
+
+    # checkpoint state: the element waiting for its outlet (element form) or the chunk's elements not
+    # routed yet (chunk form; routed again from the start of the rest), and the signals held behind them
+    def save_to_snapshot(self):
+        pending = None if self.pending_elem is _NONE else (self.pending_elem, self.pending_idx)
+        return (pending, list(self.rest[self.pos:]), list(self.held_signals))
+
+    def restore_from_snapshot(self, state) -> None:
+        pending, rest, held = state
+        if pending is not None:
+            self.pending_elem, self.pending_idx = pending
+        self.rest, self.pos, self.held_idx = list(rest), 0, -1
+        self.held_signals = list(held)
 
     def on_signal(self, signal) -> None:
         if self.holding():
@@ -605,6 +628,8 @@ class Unzip(UnzipWith):
 
 
 class _UnzipWithLogic(GraphStageLogic, InHandler):
+    stateless = True  # the parts it pushed wait in its output connections (saved there as in flight)
+
     def __init__(self, stage: UnzipWith):
         super().__init__(stage.shape)
         self.in_ = stage.in_

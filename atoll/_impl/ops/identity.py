@@ -24,6 +24,8 @@ class Identity(FlowStage):
 
 
 class _IdentityLogic(_StatelessChunkForm, FlowLogic):
+    stateless = True
+
     def on_push(self):
         self.push(self.out, self.grab(self.in_))
 

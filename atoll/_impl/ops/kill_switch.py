@@ -156,6 +156,7 @@ class KillSwitchStage(FlowStage):
 
 
 class _KillSwitchLogic(ChunkFlow, FlowLogic):
+    stateless = True  # the switch itself is a materialized value, not stage state
     """Pass-through; the switch's command arrives as an async callback, between two interpreter
     events, so it never falls inside a chunk: what was pushed on before it is delivered first (the
     interpreter delivers a pending push before the close), what upstream has pushed but this stage

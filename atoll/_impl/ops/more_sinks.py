@@ -105,6 +105,7 @@ class NoneSink(_PredicateSink):
 
 
 class _PredicateLogic(_ChunkSinkLogic):
+    stateless = True  # it completes at the first element that decides
     def __init__(self, stage: _PredicateSink, promise, decider):
         super().__init__(stage, promise)
         self.pred = stage.pred

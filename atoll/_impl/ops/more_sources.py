@@ -58,7 +58,8 @@ class IterateSource(IterableSource):
         require_callable("Source.iterate", "fn", fn)
         if has_next is not None:
             require_callable("Source.iterate", "has_next", has_next)
-        super().__init__(lambda: _iterated(seed, has_next, fn), name="iterate", factory=True)
+        # fn is pure (as every function given to a built-in): a restore replays by skipping the values emitted
+        super().__init__(lambda: _iterated(seed, has_next, fn), name="iterate", factory=True, replay="skip")
 
 
 class MaybePromise:
@@ -159,6 +160,7 @@ _NOTHING = object()
 
 
 class _MaybeLogic(_SourceLogic):
+    checkpoint_hint = "the value completed from outside cannot be replayed after a restore; use Source.single"
     def __init__(self, stage, promise: Future):
         super().__init__(stage)
         self.promise = promise

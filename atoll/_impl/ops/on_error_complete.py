@@ -41,6 +41,8 @@ class OnErrorComplete(FlowStage):
 
 
 class _OnErrorCompleteLogic(FlowLogic):
+    stateless = True
+
     def __init__(self, stage: OnErrorComplete):
         super().__init__(stage)
         self.matches = stage.matches

@@ -25,7 +25,14 @@ class Recover(FlowStage):
         fn = self.fn
 
         class Logic(FlowLogic):
-            recovered = _NONE
+            recovered = _NONE  # the replacement element, once upstream failed, until downstream pulls
+
+            def save_to_snapshot(self):
+                return None if self.recovered is _NONE else (self.recovered,)
+
+            def restore_from_snapshot(self, state) -> None:
+                if state is not None:
+                    self.recovered = state[0]
 
             def on_push(self):
                 self.push(self.out, self.grab(self.in_))
@@ -74,6 +81,8 @@ class MapError(FlowStage):
         fn = self.fn
 
         class Logic(FlowLogic):
+            stateless = True
+
             def on_push(self):
                 self.push(self.out, self.grab(self.in_))
 

@@ -15,7 +15,7 @@ from ...stage.handlers import InHandler
 from ...stage.chunk_budget import ChunkBudget, now
 from ...stage.logic import GraphStageLogic
 from ...stage.supervision import Supervision, decide
-from .base import SinkStage, complete_promise, decider_of, fail_promise, new_promise, require_callable
+from .base import SinkStage, complete_promise, decider_of, fail_promise, new_promise, require_callable, snapshot_copy
 
 log = logging.getLogger("atoll.sink")
 
@@ -135,6 +135,7 @@ class IgnoreSink(SinkStage):
 
 
 class _IgnoreLogic(_ChunkSinkLogic):
+    stateless = True
     def on_push(self):
         self.grab(self.in_)
         self.pull(self.in_)
@@ -166,6 +167,10 @@ class ForeachSink(SinkStage):
 
 
 class _ForeachLogic(_ChunkSinkLogic):
+    """With checkpoints, ``fn``'s effects are at-least-once: the calls after the last checkpoint run again
+    after a restore (use a two-phase-commit sink for exactly-once effects)."""
+
+    stateless = True
     def __init__(self, stage, promise, decider):
         super().__init__(stage, promise)
         self.fn = stage.fn
@@ -266,7 +271,7 @@ class _FoldLogic(_ChunkSinkLogic):
         self.acc = self.zero
 
     def save_to_snapshot(self):
-        return self.acc
+        return snapshot_copy(self.acc)
 
     def restore_from_snapshot(self, state) -> None:
         self.acc = state
@@ -296,6 +301,12 @@ class ReduceSink(SinkStage):
 
         class Logic(_PromiseSinkLogic):
             acc = empty
+
+            def save_to_snapshot(self):
+                return None if self.acc is empty else (snapshot_copy(self.acc),)
+
+            def restore_from_snapshot(self, state) -> None:
+                self.acc = empty if state is None else state[0]
 
             def on_push(self):
                 elem = self.grab(self.in_)
@@ -342,6 +353,8 @@ class HeadSink(SinkStage):
         optional = self.optional
 
         class Logic(_PromiseSinkLogic):
+            stateless = True  # it completes with the first element
+
             def on_push(self):
                 complete_promise(promise, self.grab(self.in_))
                 self.complete_stage()
@@ -375,6 +388,12 @@ class LastSink(SinkStage):
         class Logic(_PromiseSinkLogic):
             last = nothing
 
+            def save_to_snapshot(self):
+                return None if self.last is nothing else (self.last,)
+
+            def restore_from_snapshot(self, state) -> None:
+                self.last = nothing if state is None else state[0]
+
             def on_push(self):
                 self.last = self.grab(self.in_)
                 self.pull(self.in_)
@@ -403,6 +422,8 @@ class CancelledSink(SinkStage):
         stage = self
 
         class Logic(GraphStageLogic, InHandler):
+            stateless = True
+
             def __init__(self):
                 super().__init__(stage.shape)
                 self.set_handler(stage.in_, self)
@@ -432,7 +453,8 @@ class OnCompleteSink(SinkStage):
         stage = self
 
         class Logic(GraphStageLogic, InHandler):
-            called = False
+            called = False  # set only when the stage ends: a live stage has nothing to save
+            stateless = True
 
             def __init__(self):
                 super().__init__(stage.shape)

@@ -20,6 +20,8 @@ class WatchTermination(FlowStage):
         promise = new_promise()
 
         class Logic(FlowLogic):
+            stateless = True
+
             def on_push(self):
                 self.push(self.out, self.grab(self.in_))
 

@@ -28,6 +28,8 @@ class WireTap(GraphStage):
         in_, out0, out1 = self.in_, self.out0, self.out1
 
         class Logic(GraphStageLogic, InHandler, OutHandler):
+            stateless = True  # the tap drops what finds no demand: nothing is kept
+
             def __init__(self, shape):
                 super().__init__(shape)
                 self.set_handler(in_, self)
