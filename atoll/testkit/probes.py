@@ -671,6 +671,8 @@ def _rebuild_publisher(timeout, stash, seq, expected_request_seq, pending, event
 
 
 class _ProbeSource(SourceStage):
+    checkpoint_hint = "a test probe source is driven by the test and cannot replay after a restore"
+
     def __init__(self, timeout: float, event_time: bool = False):
         super().__init__("TestSource")
         self.timeout = timeout
@@ -686,6 +688,8 @@ class _ProbeSource(SourceStage):
 
 
 class _ProbeSink(SinkStage):
+    stateless = True  # what it received went to the test already
+
     def __init__(self, timeout: float, event_time: bool = False, signals: bool = False):
         super().__init__("TestSink")
         self.timeout = timeout

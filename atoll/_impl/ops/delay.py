@@ -100,6 +100,13 @@ class Delay(FlowStage):
 
 
 class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    # checkpoints: delays are processing time; the elements being delayed go out as their timers fire, so
+    # the cut waits for them (at most the longest delay) instead of saving them
+    stateless = True
+
+    def ready_for_snapshot(self) -> bool:
+        return not self.buf
+
     """The buffer holds ``(due, elem, ts)`` in arrival order (``ts``: the element's event timestamp in an
     event-time graph, else None); one timer for the head."""
 

@@ -52,6 +52,13 @@ class GroupedWeightedWithin(FlowStage):
 
 
 class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    # checkpoints: the group goes out when its processing-time timer fires (at most d later), so the cut
+    # waits for an empty group instead of saving it
+    stateless = True
+
+    def ready_for_snapshot(self) -> bool:
+        return not self.group and self.pending is _NONE
+
     """Pekko's logic: ``push_eagerly`` is set when a non-empty group must go as soon as downstream
     pulls (the timer fired, a limit was reached, an element is pending, upstream finished)."""
 

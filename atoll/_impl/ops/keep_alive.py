@@ -31,6 +31,7 @@ class KeepAlive(FlowStage):
 
 
 class _KeepAliveLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    stateless = True  # the idle deadline is processing time: a restored stage starts it again
     deadline = math.inf
 
     def __init__(self, stage: KeepAlive):

@@ -130,6 +130,13 @@ class Throttle(FlowStage):
 
 
 class _ThrottleLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    # checkpoints: the token bucket is processing time (a restored stage starts with a full bucket); an
+    # element waiting for tokens goes out when its timer fires, so the cut waits for it instead of saving it
+    stateless = True
+
+    def ready_for_snapshot(self) -> bool:
+        return self.current is None
+
     def __init__(self, stage: Throttle, decider):
         super().__init__(stage.shape)
         self.in_ = stage.in_

@@ -26,6 +26,7 @@ class TakeWithin(FlowStage):
 
 
 class _TakeWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    stateless = True  # processing time: a restored stage takes for d seconds from its restart
     def __init__(self, stage: TakeWithin):
         super().__init__(stage.shape)
         self.in_ = stage.in_
@@ -71,6 +72,12 @@ class _DropWithinLogic(FlowLogic):
         super().__init__(stage)
         self.d = stage.d
 
+    def save_to_snapshot(self):
+        return self.passing  # processing time: a restored stage still dropping drops for d from its restart
+
+    def restore_from_snapshot(self, state) -> None:
+        self.passing = state
+
     def pre_start(self) -> None:
         self.now = self.interpreter.host.now
         self.start = self.now()
@@ -113,10 +120,16 @@ class _InitialDelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.set_handler(stage.in_, self)
         self.set_handler(stage.out, self)
 
+    def save_to_snapshot(self):
+        return self.open
+
+    def restore_from_snapshot(self, state) -> None:
+        self.open = state
+
     def pre_start(self) -> None:
         if self.d == 0:
             self.open = True
-        else:
+        elif not self.open:  # restored open: the delay is over
             self.schedule_once(_TIMER, self.d)
 
     def on_push(self) -> None:

@@ -67,7 +67,10 @@ class _TimeoutStage(FlowStage):
 
 
 class _PassLogic(TimerGraphStageLogic, InHandler, OutHandler):
-    """Passes elements through unchanged; subclasses add the timer."""
+    """Passes elements through unchanged; subclasses add the timer. With checkpoints the timers are
+    processing time: a restored stage starts them again from its start (they are not saved)."""
+
+    stateless = True
 
     def __init__(self, stage: _TimeoutStage):
         super().__init__(stage.shape)
@@ -100,9 +103,17 @@ class InitialTimeout(_TimeoutStage):
 
 class _InitialLogic(_PassLogic):
     initial_passed = False
+    stateless = False
+
+    def save_to_snapshot(self):
+        return self.initial_passed
+
+    def restore_from_snapshot(self, state) -> None:
+        self.initial_passed = state
 
     def pre_start(self) -> None:
-        self.schedule_once(_TIMER, self.timeout)
+        if not self.initial_passed:
+            self.schedule_once(_TIMER, self.timeout)
 
     def on_push(self) -> None:
         self.initial_passed = True
