@@ -373,7 +373,7 @@ class _ExpandingLogic(FlowLogic):
         outputs = state["outputs"]
         if outputs:
             self.nxt = outputs[0]
-            self.it = iter(outputs[1:]) if len(outputs) > 1 else None
+            self.it = iter(outputs[1:])  # the look-ahead after nxt reads it (empty: the iterable ends)
         self.held = list(state["held"])
 
 
