@@ -23,13 +23,18 @@ class RunnableGraph(Blueprint):
             raise ValueError(f"RunnableGraph.from_graph needs a closed graph, got one with shape {shape!r}")
         return RunnableGraph(builder_of(graph))
 
-    def run(self, materializer: Optional[Any] = None) -> Any:
-        """Materialize and start the graph; returns its materialized value."""
+    def run(self, materializer: Optional[Any] = None, *, name: Optional[str] = None, restore_from: Any = None) -> Any:
+        """Materialize and start the graph; returns its materialized value. ``name``: the running graph's name
+        (``materializer.running_graph(name)``, and the directory its checkpoints go to); ``restore_from``: a
+        checkpoint (``CheckpointInfo``, a ``chk-*`` directory or a graph's checkpoint directory for its latest)
+        to start from instead of the beginning."""
         if materializer is None:
             from ..materializer.materializer import default_materializer
 
             materializer = default_materializer()
-        return materializer.materialize(self)
+        if name is None and restore_from is None:
+            return materializer.materialize(self)
+        return materializer.materialize(self, name=name, restore_from=restore_from)
 
     def __repr__(self):
         return "RunnableGraph"

@@ -38,6 +38,9 @@ class RunningGraphBase(ABC):
         self._finished = False
         self.completion: Future = Future()
         self.completion.set_running_or_notify_cancel()
+        self._cancelled = False
+        self._coordinator = None  # the checkpoint coordinator, with checkpointing on
+        self._checkpoint_settings = None
 
     def __repr__(self):
         state = "ended" if self.completion.done() else "running"
@@ -65,6 +68,8 @@ class RunningGraphBase(ABC):
             except Exception as e:  # noqa: BLE001 - a failed clean-up must not hide the graph's outcome
                 log.error("cleanup of graph %s failed: %r", self.name, e)
         errors = [e for e in map(self._island_error, self._islands) if e is not None]
+        if self._coordinator is not None:
+            self._end_checkpoints(succeeded=not errors and not self._cancelled and self._coordinator.all_clean())
         if errors:
             self.completion.set_exception(errors[0])
         else:
@@ -76,10 +81,55 @@ class RunningGraphBase(ABC):
     def is_running(self) -> bool:
         return not self.completion.done()
 
+    # ------------------------------------------------------------------ checkpoints
+    def attach_checkpoints(self, coordinator: Any, settings: Any) -> None:
+        """The graph runs with checkpointing: ``coordinator`` takes its checkpoints."""
+        self._coordinator = coordinator
+        self._checkpoint_settings = settings
+
+    def _end_checkpoints(self, succeeded: bool) -> None:
+        coordinator = self._coordinator
+        coordinator.stop()
+        if succeeded and not self._checkpoint_settings.retain_on_success:
+            try:
+                coordinator.storage.delete_all()
+            except Exception as e:  # noqa: BLE001
+                log.warning("graph %s: deleting its checkpoints failed: %r", self.name, e)
+
+    def _require_checkpoints(self):
+        if self._coordinator is None:
+            from ..errors import IllegalStateError
+
+            raise IllegalStateError(f"graph {self.name} runs without checkpoints: create the materializer with "
+                                    "checkpoint=CheckpointSettings(...)")
+        return self._coordinator
+
+    def checkpoint_now(self, timeout: Optional[float] = 60.0, wait: bool = True) -> Any:
+        """Take a checkpoint now (or join the one in progress); returns its ``CheckpointInfo`` once durable
+        (``CheckpointError`` if it was aborted), or with ``wait=False`` a future of it."""
+        future = self._require_checkpoints().trigger()
+        return future.result(timeout) if wait else future
+
+    def checkpoints(self) -> List[Any]:
+        """The complete checkpoints this run took that are still retained, oldest first."""
+        return self._require_checkpoints().checkpoints()
+
+    def checkpoint_status(self) -> dict:
+        """The checkpoint in progress, which islands answered it and what the others wait for."""
+        return self._require_checkpoints().status()
+
+    def stop_with_checkpoint(self, timeout: Optional[float] = 60.0) -> Any:
+        """Take a checkpoint, then cancel the graph; the checkpoint stays (restore it with
+        ``run(..., restore_from=info)``). Returns its ``CheckpointInfo``."""
+        info = self.checkpoint_now(timeout)
+        self.cancel(AbruptTerminationError(f"graph {self.name} was stopped with checkpoint {info.path}"))
+        return info
+
     def cancel(self, cause: Optional[BaseException] = None) -> None:
         """Fail every stage of every island with ``cause`` (default: ``AbruptTerminationError``)."""
         if cause is None:
             cause = AbruptTerminationError(f"graph {self.name} was cancelled")
+        self._cancelled = True
         for island in self._islands:
             self._cancel_island(island, cause)
 

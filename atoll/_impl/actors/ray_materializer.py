@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 
 import ray
 
+from ... import _log_config
 from ...errors import IslandScheduleTimeoutError, MaterializationError
 from ...materializer import phased
 from ...materializer.debug import stderr_debug
@@ -72,7 +73,9 @@ def ensure_ray(address: Optional[str] = None, **init_kwargs) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     kwargs = {"address": address}
     kwargs.update(init_kwargs)
-    ray.init(**kwargs)
+    ray.init(**_log_config.ray_init_kwargs(kwargs))  # driver logs at WARNING unless ATOLL_DEBUG=1
+    if kwargs.get("log_to_driver", True):
+        _log_config.quiet_forwarded_ray_core_info()  # worker output still reaches the driver
 
 
 class RayMaterializer(Materializer):
@@ -95,17 +98,20 @@ class RayMaterializer(Materializer):
         opts.setdefault("max_task_retries", 0)
         return opts
 
-    def materialize(self, graph) -> Any:
+    def materialize(self, graph, name: Optional[str] = None, restore_from: Any = None) -> Any:
         self._check_open()
+        if restore_from is not None:
+            raise NotImplementedError("Materializer.ray(): restore_from is not supported yet; restore a checkpoint "
+                                      "with Materializer.local() (the Ray side of checkpoints is the next step)")
         driver = DriverContext(self, remote=True)
         try:
-            return self._materialize(graph, driver)
+            return self._materialize(graph, driver, name)
         except BaseException:
             driver.abort()
             raise
 
-    def _materialize(self, graph, driver: DriverContext) -> Any:
-        build = GraphBuild(self)
+    def _materialize(self, graph, driver: DriverContext, name: Optional[str] = None) -> Any:
+        build = GraphBuild(self, name)
         settings = self.settings
         mat, phases = phased.materialize(
             graph.builder.traversal,

@@ -87,6 +87,29 @@ class FrameTimestamps(_FrameTail):
         self.timestamps = timestamps
 
 
+class ChannelBarrier:
+    """Checkpoint barrier ``checkpoint_id`` on a channel: every element sent before it belongs to that
+    checkpoint. It travels in a frame's signal tail like a signal (it needs no demand and never overtakes
+    an element), but the input boundary hands it to the island's checkpointer instead of its stages."""
+
+    __slots__ = ("checkpoint_id",)
+
+    def __init__(self, checkpoint_id: int):
+        self.checkpoint_id = checkpoint_id
+
+    def __reduce__(self):
+        return (ChannelBarrier, (self.checkpoint_id,))
+
+    def __eq__(self, other):
+        return type(other) is ChannelBarrier and other.checkpoint_id == self.checkpoint_id
+
+    def __hash__(self):
+        return hash(("ChannelBarrier", self.checkpoint_id))
+
+    def __repr__(self):
+        return f"ChannelBarrier({self.checkpoint_id})"
+
+
 class CallbackPublisherRef:
     """Publisher ref whose methods are the boundary's async callbacks (in-process transport)."""
 
@@ -116,6 +139,9 @@ class CallbackSubscriberRef:
 
 class OutputBoundary(GraphStageLogic, InHandler):
     """Publisher end of a channel, fed by one outlet of this island."""
+
+    #: a checkpoint cut sends what the frame holds before its barrier: nothing to save
+    stateless = True
 
     def __init__(
         self, name: str = "OutputBoundary", max_frame: int = 1 << 16, in_: Optional[Inlet] = None, window: int = 16
@@ -152,6 +178,8 @@ class OutputBoundary(GraphStageLogic, InHandler):
         subscriber.on_subscribe(self.publisher_ref)
         if self.terminal is not None:
             self._signal_terminal()
+        elif self.frame_signals:
+            self._interpreter.host.mark_dirty(self)
 
     def _on_request(self, n_seq_acked) -> None:
         n, seq, acked = n_seq_acked
@@ -214,6 +242,11 @@ class OutputBoundary(GraphStageLogic, InHandler):
         sigs.append((len(self.frame), signal))
         if was_idle and self.subscriber is not None:
             self._interpreter.host.mark_dirty(self)
+
+    def emit_barrier(self, checkpoint_id: int) -> None:
+        """Send checkpoint barrier ``checkpoint_id`` after the elements collected so far (the island's cut)."""
+        if not self.signalled_terminal:
+            self.on_signal(ChannelBarrier(checkpoint_id))
 
     def on_push(self) -> None:
         frame = self.frame
@@ -394,8 +427,24 @@ class _FrameBuffer:
         return chunk
 
 
+def _peek(buf: "_FrameBuffer", n: int) -> list:
+    """The first ``n`` elements of ``buf`` (1 <= n <= size), left in place."""
+    out: list = []
+    head = buf.head
+    for frame in buf.frames:
+        part = frame[head : head + (n - len(out))]
+        out.extend(part)
+        head = 0
+        if len(out) >= n:
+            break
+    return out
+
+
 class InputBoundary(GraphStageLogic, OutHandler):
     """Subscriber end of a channel, feeding one inlet of this island."""
+
+    #: at a checkpoint cut everything before the barrier was delivered; what follows it is replayed upstream
+    stateless = True
 
     def __init__(self, publisher, size: int, name: str = "InputBoundary", out: Optional[Outlet] = None):
         if size < 1:
@@ -484,6 +533,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self.ts_buffer.add(ts if ts is not None else [None] * n)
         if self.signals:
             self._emit_due_signals()  # a signal placed before these elements goes first
+            if self.blocked_at is not None and self._held():
+                return
         if buf and self.is_available(self.out):
             if self.chunked:
                 self._push_chunk()
@@ -508,7 +559,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
             return
         self.upstream_done = True
         self.upstream_completed = True
-        if not self.buffer:
+        if not self.buffer and not (self.blocked_at is not None and self._held()):
             if self.signals:
                 self._emit_due_signals()
             else:
@@ -539,6 +590,12 @@ class InputBoundary(GraphStageLogic, OutHandler):
     chunked = False
     signals: Optional[deque] = None  # (element position in the channel, signal), oldest first
     delivered = 0  # elements pushed downstream so far
+    #: the island's checkpointer (checkpointing on), told when a checkpoint barrier is reached
+    checkpointer = None
+    #: the checkpoint whose barrier this input received (aligned checkpoints): the elements before the barrier
+    #: still go downstream, nothing after it - element, signal or completion - until the checkpointer's cut
+    #: releases it; what was received before the barrier but not delivered at the cut is channel state
+    blocked_at: Optional[int] = None
 
     def chunk_capable(self) -> bool:
         return True
@@ -554,20 +611,56 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.ts_buffer = _FrameBuffer()
 
     def _take_signals(self, frame: list) -> list:
-        """Split a frame's signal tail off; the signals are queued at their element positions."""
+        """Split a frame's signal tail off; the signals are queued at their element positions. A checkpoint
+        barrier is announced to the island's checkpointer on arrival (it may cut before delivering up to it)."""
         tail = frame[-1]
         frame = frame[:-1]
         base = self.received  # the elements received before this frame
         if self.signals is None:
             self.signals = deque()
-        self.signals.extend((base + p, sig) for p, sig in tail.signals)
+        for p, sig in tail.signals:
+            if type(sig) is ChannelBarrier:
+                cp = self.checkpointer
+                if cp is None or not cp.barrier_reached(self, sig.checkpoint_id):
+                    continue  # no checkpointing here, or a checkpoint given up: the barrier is dropped
+                self.blocked_at = sig.checkpoint_id
+            self.signals.append((base + p, sig))
         return frame
+
+    def _held(self) -> bool:
+        """Delivery stands at a checkpoint barrier that waits for the cut."""
+        sigs = self.signals
+        return bool(sigs) and type(sigs[0][1]) is ChannelBarrier and sigs[0][0] <= self.delivered
+
+    def undelivered_before_cut(self) -> tuple:
+        """``(elements, timestamps or None)`` received but not delivered that belong before the cut: up to the
+        barrier, or everything once upstream has ended."""
+        buf = self.buffer
+        n = buf.size
+        sigs = self.signals
+        if self.blocked_at is not None and sigs:
+            for pos, sig in sigs:
+                if type(sig) is ChannelBarrier:
+                    n = min(n, pos - self.delivered)
+                    break
+        if n <= 0:
+            return [], None
+        elems = _peek(buf, n)
+        ts = _peek(self.ts_buffer, n) if self.ts_buffer is not None else None
+        return elems, ts
 
     def _emit_due_signals(self) -> None:
         """Emit every signal whose elements before it have all been pushed downstream."""
         sigs = self.signals
         while sigs and sigs[0][0] <= self.delivered:
-            self.emit_signal(self.out, sigs.popleft()[1])
+            sig = sigs[0][1]
+            if type(sig) is ChannelBarrier:
+                if self.blocked_at == sig.checkpoint_id:
+                    return  # the cut releases it
+                sigs.popleft()  # a barrier of a checkpoint given up meanwhile
+                continue
+            sigs.popleft()
+            self.emit_signal(self.out, sig)
         if self.upstream_completed and not self.buffer and not sigs and not self.is_closed(self.out):
             self.complete(self.out)
 
@@ -601,7 +694,34 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self.consumed = 0
                 self._request(self.batch)
 
+    def release_barrier(self) -> None:
+        """The checkpointer's cut is done (or the checkpoint was given up): go on past the barrier."""
+        n = self.blocked_at
+        if n is None:
+            return
+        self.blocked_at = None
+        sigs = self.signals
+        if sigs:
+            self.signals = deque(item for item in sigs if not (type(item[1]) is ChannelBarrier
+                                                                and item[1].checkpoint_id <= n))
+        if self.is_closed(self.out):
+            return
+        if self.is_available(self.out):
+            self.on_pull()
+        else:
+            if self.signals:
+                self._emit_due_signals()
+            if self.upstream_completed and not self.buffer and not self.signals and not self.is_closed(self.out):
+                self.complete(self.out)
+
+    @property
+    def delivered_all(self) -> bool:
+        """Upstream ended: nothing more will arrive (what it sent may still wait in the buffer)."""
+        return self.upstream_done or self.is_closed(self.out)
+
     def on_pull(self) -> None:
+        if self.blocked_at is not None and self._held():
+            return
         if self.buffer:
             if self.chunked:
                 self._push_chunk()

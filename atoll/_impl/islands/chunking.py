@@ -79,6 +79,7 @@ def _insert_adapter(builder, conn: Connection, adapter: "_Adapter", chunk_side_u
 
 
 class _Adapter(GraphStageLogic, InHandler, OutHandler):
+    stateless = True  # holds nothing between events: one element per pull
     def __init__(self, name: str):
         in_, out = Inlet(f"{name}.in"), Outlet(f"{name}.out")
         shape = FlowShape(in_, out)

@@ -111,3 +111,15 @@ def _components(nodes, edges) -> Dict[Node, int]:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
     return component
+
+
+def cross_island_cycles(plans: Sequence[IslandPlan]) -> List[Tuple[str, ...]]:
+    """The cycles that pass through more than one island, each as the names of its islands (checkpoints
+    refuse them until back-edge logging exists: a barrier sent round such a loop would wait for itself)."""
+    edges = _edges(plans)
+    component = _components({n for e in edges for n in e[:2]}, edges)
+    islands: Dict[int, set] = {}
+    for (island, _), c in component.items():
+        islands.setdefault(c, set()).add(island)
+    names = {p.index: p.name for p in plans}
+    return [tuple(names[i] for i in sorted(s)) for s in islands.values() if len(s) > 1]

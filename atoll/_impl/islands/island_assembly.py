@@ -45,6 +45,19 @@ class AssembledIsland:
     outputs: Dict[int, OutputBoundary]
     inputs: Dict[int, InputBoundary]
     materialized: List[Any]
+    #: checkpoints: ``id(logic)`` -> stage key (the plan position; ``("out"|"in", channel)`` for boundaries)
+    keys: Dict[int, Any]
+    #: what was restored into the island and waits to be re-pushed after ``init`` (``checkpointer.replay_in_flight``)
+    replays: List[Any]
+
+
+def island_fingerprint(plan: IslandPlan) -> List[Tuple[str, str]]:
+    """The island's stages as (class, name) pairs, in plan order: a checkpoint restores only into the same list."""
+    out = []
+    for step in plan.steps:
+        if isinstance(step, AddStage):
+            out.append((type(step.module).__qualname__, stage_name(step.module, step.attributes)))
+    return out
 
 
 def stage_name(module, attributes: Attributes) -> str:
@@ -68,8 +81,10 @@ def input_buffer_size(consumer, default_attributes: Attributes) -> int:
     return ib.max
 
 
-def assemble_island(plan: IslandPlan, transport: IslandTransport, host, materializer, settings) -> AssembledIsland:
-    """Replay ``plan`` into an interpreter that runs on ``host`` (whose stages see ``materializer``)."""
+def assemble_island(plan: IslandPlan, transport: IslandTransport, host, materializer, settings,
+                    restore: Any = None) -> AssembledIsland:
+    """Replay ``plan`` into an interpreter that runs on ``host`` (whose stages see ``materializer``);
+    ``restore``: an ``IslandSnapshot`` whose states the new logics take before they start."""
     builder = IslandBuilder(plan.name)
     top = settings.top_attributes()
     logics: List[Any] = []
@@ -110,6 +125,15 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
                 raise TypeError(f"island {plan.name}: unknown plan step {step!r}")
     for i, ports in plan.feedback.items():
         logics[i]._alignment = FanInAlignment(logics[i], feedback=ports)
+    keys: Dict[int, Any] = {id(logic): i for i, logic in enumerate(logics)}
+    keys.update((id(b), ("out", ch)) for ch, b in outputs.items())
+    keys.update((id(b), ("in", ch)) for ch, b in inputs.items())
     prepare_island(builder, settings, plan.event_time)
+    replays: List[Any] = []
+    if restore is not None:
+        from .checkpointer import restore_island
+
+        by_key = {key: logic for logic in builder.logics if (key := keys.get(id(logic))) is not None}
+        replays = restore_island(restore, by_key, plan.name)
     interpreter = builder.build(host, materializer)
-    return AssembledIsland(interpreter, outputs, inputs, materialized)
+    return AssembledIsland(interpreter, outputs, inputs, materialized, keys, replays)

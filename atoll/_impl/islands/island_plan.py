@@ -123,6 +123,8 @@ class GraphBuild:
         self.event_time = False
         self.plans: List[IslandPlan] = []  # every island's plan, in recording order
         self._feedback: Optional[Dict[int, Dict[int, Tuple[int, ...]]]] = None
+        #: restoring from a checkpoint: the ``IslandSnapshot`` of each island by index (None: a fresh start)
+        self.restore: Optional[Dict[int, Any]] = None
 
     def feedback(self, island: int) -> Dict[int, Tuple[int, ...]]:
         """The feedback inlets of island ``island``'s stages (``atoll._impl.islands.feedback``), found

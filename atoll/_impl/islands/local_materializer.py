@@ -1,7 +1,7 @@
 """LocalMaterializer: runs every island of a graph on its own thread in this process."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ...materializer import phased
 from ...materializer.debug import stderr_debug
@@ -10,6 +10,15 @@ from ...materializer.materializer import Materializer, MaterializerSettings
 from ...materializer.mat_values import resolve
 from ...materializer.running_graph import RunningGraph
 from .island_plan import GraphBuild
+from .local_checkpoints import (
+    check_checkpointable,
+    check_restorable,
+    graph_name,
+    island_end_hook,
+    load_restore,
+    replay_hook,
+    wire_checkpoints,
+)
 from .local_phase import InProcessTransport, LocalIslandPhase, materialized_values
 
 
@@ -31,15 +40,21 @@ def materialize_in_host(graph, host, materializer, name: str) -> Any:
 
 
 class LocalMaterializer(Materializer):
-    def __init__(self, settings: MaterializerSettings):
+    def __init__(self, settings: MaterializerSettings, checkpoint=None):
         super().__init__(settings)
+        self.checkpoint = checkpoint
 
     def __repr__(self):
         return "Materializer.local()"
 
-    def materialize(self, graph) -> Any:
+    def materialize(self, graph, name: Optional[str] = None, restore_from: Any = None) -> Any:
         self._check_open()
-        build = GraphBuild(self)
+        checkpointing = self.checkpoint is not None
+        name = graph_name(name, checkpointing)
+        restored_from = restore_storage = None
+        build = GraphBuild(self, name)
+        if restore_from is not None:
+            restore_storage, restored_from, build.restore = load_restore(restore_from)
         transport = InProcessTransport()
         traversal = graph.builder.traversal
         driver = DriverContext(self, remote=False)
@@ -51,16 +66,32 @@ class LocalMaterializer(Materializer):
                 stderr_debug() if self.settings.debug else None,
                 driver,
             )
+            if build.restore is not None:
+                check_restorable(phases, build.restore, f"checkpoint {restored_from} of {restore_storage.base}")
+            if checkpointing or build.restore is not None:
+                check_checkpointable(phases, build.plans)
             value = resolve(mat, materialized_values(phases))
         except BaseException:
             driver.abort()
             raise
-        hosts = [p.host for p in phases if not p.is_empty]
+        live = [p for p in phases if not p.is_empty]
+        hosts = [p.host for p in live]
         running = RunningGraph(build.name, hosts, self._unregister, cleanups=driver.hand_over())
+        coordinator = None
+        if checkpointing and hosts:
+            coordinator = wire_checkpoints(self.checkpoint, build.name, phases, running, restored_from, restore_storage)
+            running.attach_checkpoints(coordinator, self.checkpoint)
         if hosts:
             self._register(running)
-        for h in hosts:
-            h.on_done = running.island_ended
+        for p in live:
+            p.host.after_init = replay_hook(p) if build.restore is not None else None
+            if coordinator is not None:
+                end = island_end_hook(coordinator, p)
+                p.host.on_done = lambda h, end=end: (end(h), running.island_ended(h))
+            else:
+                p.host.on_done = running.island_ended
+        if coordinator is not None:
+            coordinator.start()
         for h in hosts:
             h.start()
         return value

@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Optional
 
 from ...stage.attributes import Attributes
 from .boundaries import OutputBoundary
-from .island_assembly import create_stage, input_buffer_size, stage_name, assemble_island
-from .island_plan import GraphBuild, IslandRecorder, island_name
+from .island_assembly import create_stage, input_buffer_size, island_fingerprint, stage_name, assemble_island
+from .island_plan import AddStage, GraphBuild, IslandRecorder, island_name
 from .thread_host import IslandHost, ThreadHost
 
 __all__ = ["LocalIslandPhase", "InProcessTransport", "create_stage", "input_buffer_size", "stage_name", "island_name"]
@@ -78,14 +78,29 @@ class LocalIslandPhase(IslandRecorder):
         self.host = host
         self.host_interpreter = None
         self.materialized: List[Any] = []
+        self.assembled = None
+        self._modules: List[Any] = []
 
     def on_island_ready(self) -> None:
         if not self.is_empty:
-            island = assemble_island(self.finish_plan(), self.transport, self.host, self.build.materializer, self.build.settings)
+            plan = self.finish_plan()
+            restore = self.build.restore.get(self.index) if self.build.restore else None
+            if restore is not None and restore.fingerprint != island_fingerprint(plan):
+                return  # the materializer names the difference (check_restorable) once every island is known
+            self._modules = [step.module for step in plan.steps if isinstance(step, AddStage)]
+            island = assemble_island(plan, self.transport, self.host, self.build.materializer, self.build.settings,
+                                     restore=restore)
+            self.assembled = island
             self.host_interpreter = island.interpreter
             self.materialized = island.materialized
             if self.host.interpreter is None:
                 self.host.interpreter = island.interpreter
+
+    def stage_logics(self):
+        """``(module, logic)`` of every stage of the island, in plan order."""
+        keys = self.assembled.keys
+        by_key = {keys[id(lg)]: lg for lg in self.assembled.interpreter.logics if id(lg) in keys}
+        return [(m, by_key[i]) for i, m in enumerate(self._modules)]
 
 
 def materialized_values(phases: List[LocalIslandPhase]) -> Dict[Any, Any]:

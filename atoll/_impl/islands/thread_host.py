@@ -66,6 +66,10 @@ class IslandHost:
         self.state = "created"
         self.error: Optional[BaseException] = None
         self.on_done: Optional[Callable[["IslandHost"], None]] = None
+        #: checkpointing on: the island's ``IslandCheckpointer`` (polled between turns while a checkpoint is
+        #: pending) and what to run right after the interpreter's ``init`` (a restore's re-pushes)
+        self.checkpointer = None
+        self.after_init: Optional[Callable[[], None]] = None
 
     # ------------------------------------------------------------------ services for the interpreter
     def now(self) -> float:
@@ -140,6 +144,8 @@ class IslandHost:
         try:
             self.interpreters.append(self.interpreter)
             self.interpreter.init()
+            if self.after_init is not None:
+                self.after_init()
             self._flush()
             self._loop()
             self.state = "completed"
@@ -232,6 +238,11 @@ class IslandHost:
             if timers:
                 self._fire_due_timers()
             busy = self._run_turn()
+            cp = self.checkpointer
+            if cp is not None and cp.pending is not None:
+                cp.poll()
+                self._flush()
+                busy = busy or any(i.queue for i in self.interpreters)
             if not busy and self._all_done():
                 return
             if busy or not empty():

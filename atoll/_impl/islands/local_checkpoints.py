@@ -1,0 +1,137 @@
+"""Checkpoints of a local graph: reading a checkpoint to restore, checking that a graph can be checkpointed,
+and wiring each island's checkpointer to the graph's coordinator (islands are threads of this process)."""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...checkpoint.settings import CheckpointSettings
+from ...checkpoint.snapshot import dumps, loads
+from ...checkpoint.storage import CheckpointStorage, locate
+from ...errors import CheckpointMismatchError, CheckpointNotSupportedError, NonFailureCancellation
+from ...stage._connection import IN_FAILED, Cancelled
+from ...stage.checkpointing import checkpoint_refusal
+from .checkpoint_coordinator import CheckpointCoordinator
+from .checkpointer import IslandCheckpointer, replay_in_flight
+from .feedback import cross_island_cycles
+from .island_assembly import island_fingerprint
+
+
+def graph_name(name: Optional[str], checkpointing: bool) -> Optional[str]:
+    """The graph's name: the user's, else (with checkpoints, which are stored under it) a unique one."""
+    if name is not None:
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise ValueError(f"run: name must be a non-empty string without '/' that does not start with '.', got {name!r}")
+        return name
+    return f"graph-{uuid.uuid4().hex[:8]}" if checkpointing else None
+
+
+def load_restore(restore_from: Any) -> Tuple[CheckpointStorage, int, Dict[int, Any]]:
+    """The checkpoint ``restore_from`` names: its storage, id and island snapshots (verified) by island index."""
+    storage, cid = locate(restore_from)
+    manifest = storage.read_manifest(cid)
+    snapshots = {int(i): loads(storage.read_blob(cid, entry)) for i, entry in manifest["islands"].items()}
+    return storage, cid, snapshots
+
+
+def check_restorable(phases: List[Any], snapshots: Dict[int, Any], where: str) -> None:
+    """The graph being built is the one the checkpoint was taken from: same islands, same stages."""
+    have = {p.index: p for p in phases if not p.is_empty}
+    if set(have) != set(snapshots):
+        raise CheckpointMismatchError(
+            f"{where} holds islands {sorted(s.name for s in snapshots.values())}, the graph has "
+            f"{sorted(p.name for p in have.values())}"
+        )
+    for index, phase in sorted(have.items()):
+        mine, theirs = island_fingerprint(phase.plan), snapshots[index].fingerprint
+        if mine != theirs:
+            k = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+            a = mine[k] if k < len(mine) else "nothing"
+            b = theirs[k] if k < len(theirs) else "nothing"
+            raise CheckpointMismatchError(
+                f"{where}: island {phase.name} differs at stage #{k}: the graph has {a}, the checkpoint {b}"
+            )
+
+
+def check_checkpointable(phases: List[Any], plans: List[Any]) -> None:
+    """Refuse, before anything runs, a graph that checkpoints could not restore exactly."""
+    refused = []
+    for p in phases:
+        if p.is_empty or p.assembled is None:
+            continue
+        for step_module, logic in p.stage_logics():
+            why = checkpoint_refusal(logic, step_module)
+            if why is not None:
+                hint = getattr(logic, "checkpoint_hint", None) or getattr(step_module, "checkpoint_hint", None)
+                refused.append(f"{logic.stage_name} ({type(logic).__name__}) in island {p.name}: {why}"
+                               + (f"; {hint}" if hint else ""))
+    if refused:
+        raise CheckpointNotSupportedError("checkpoints cannot restore these stages:\n  " + "\n  ".join(refused))
+    cycles = cross_island_cycles(plans)
+    if cycles:
+        raise CheckpointNotSupportedError(
+            f"a cycle runs through islands {list(cycles[0])}: checkpoints support cycles inside one island only "
+            "(a barrier sent round a loop between islands would wait for itself); remove the .island() inside the loop"
+        )
+
+
+def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any], running: Any,
+                     restored_from: Optional[int], restore_storage: Optional[CheckpointStorage]) -> CheckpointCoordinator:
+    """Give every island a checkpointer reporting to a new coordinator of the graph (started, with the hosts)."""
+    storage = CheckpointStorage(settings.storage, name)
+    storage.check_writable()
+    first = max(storage.checkpoint_ids(complete_only=False), default=0) + 1
+    if restored_from is not None:
+        first = max(first, restored_from + 1)
+    islands = []
+    coordinator = None
+
+    def report(kind, island, n, payload):
+        coordinator.report(kind, island, n, payload)
+
+    for p in phases:
+        if p.is_empty:
+            continue
+        assembled = p.assembled
+        cp = IslandCheckpointer(p.host, assembled.interpreter, p.index, p.name, assembled.keys,
+                                island_fingerprint(p.plan), report)
+        p.host.checkpointer = cp
+        islands.append((p.index, p.name, p.host, cp))
+    same_place = restore_storage is not None and restore_storage.base == storage.base
+    coordinator = CheckpointCoordinator(settings, storage, name, islands,
+                                        restored_from=restored_from if same_place else None, first_id=first)
+    coordinator.on_give_up = running.cancel
+    return coordinator
+
+
+def ended_cleanly(interpreter) -> bool:
+    """No failure travelled through the island: no connection failed, none was cancelled with an error."""
+    for conn in interpreter.connections:
+        if conn.state & IN_FAILED:
+            return False
+        slot = conn.slot
+        if type(slot) is Cancelled and not isinstance(slot.cause, NonFailureCancellation):
+            return False
+    return True
+
+
+def island_end_hook(coordinator: CheckpointCoordinator, phase: Any):
+    """What the island's host reports to the coordinator when it stops: its final snapshot, or its failure."""
+    def ended(host) -> None:
+        if host.state == "completed" and ended_cleanly(phase.assembled.interpreter):
+            try:
+                final = dumps(host.checkpointer.snapshot(0, finished=True), host.checkpointer._describe)
+            except Exception:  # noqa: BLE001 - a final state that cannot be saved: no later checkpoint completes
+                coordinator.island_ended(phase.index, None, True)
+                return
+            coordinator.island_ended(phase.index, final, False)
+        else:
+            coordinator.island_ended(phase.index, None, True)
+
+    return ended
+
+
+def replay_hook(phase: Any):
+    """Re-push what waited in connections at the restored cut, right after the interpreter's init."""
+    replays = phase.assembled.replays
+    return (lambda: replay_in_flight(replays)) if replays else None
