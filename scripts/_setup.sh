@@ -24,9 +24,15 @@ fi
 STAMP="$VENV/.atoll-installed"
 WANT="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
-  echo "[setup] installing atoll and its dependencies into $VENV (first run takes a few minutes)" >&2
-  "$PY" -m pip install --quiet --upgrade pip >&2
-  "$PY" -m pip install --quiet -e "$ROOT[dev]" >&2
+  # pip's own output goes to a log, shown only when pip fails
+  LOG="$VENV/pip-install.log"
+  echo "[setup] installing atoll and its dependencies into .venv (first run, ~2 min; pip's log: .venv/pip-install.log)" >&2
+  if ! { "$PY" -m pip install --disable-pip-version-check --upgrade pip \
+         && "$PY" -m pip install --disable-pip-version-check -e "$ROOT[dev]"; } >"$LOG" 2>&1; then
+    cat "$LOG" >&2
+    echo "[setup] pip failed (its log is above and in $LOG)" >&2
+    exit 1
+  fi
   echo "$WANT" > "$STAMP"
 fi
 

@@ -26,6 +26,7 @@ import sys
 import threading
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
+from atoll import _log_config
 from atoll.interop.errors import SparkSetupError
 
 __all__ = ["JAVA17_OPTIONS", "JAVA_OPTION_KEYS", "MIN_JAVA_VERSION", "check_java", "java_options", "session",
@@ -134,7 +135,7 @@ def _merged_configs(configs: Optional[Mapping[str, str]]) -> Dict[str, str]:
     merged = {str(k): str(v) for k, v in (configs or {}).items()}
     for key in JAVA_OPTION_KEYS:
         merged[key] = java_options(merged.get(key))
-    return merged
+    return _log_config.spark_log_configs(merged)  # Atoll's quiet log4j2 file for the driver JVM
 
 
 def active_session():
@@ -191,9 +192,11 @@ def session(app_name: str = "atoll", num_executors: int = 1, executor_cores: int
         import raydp
 
         if not ray.is_initialized():
-            ray.init()
-        return raydp.init_spark(app_name, num_executors, executor_cores, executor_memory,
-                                configs=_merged_configs(configs))
+            ray.init(**_log_config.ray_init_kwargs({}))
+            _log_config.quiet_forwarded_ray_core_info()
+        with _log_config.jvm_stderr_without_ray_core_info():  # the Spark driver JVM starts in here
+            return raydp.init_spark(app_name, num_executors, executor_cores, executor_memory,
+                                    configs=_merged_configs(configs))
 
 
 #: Called (in order of registration) after the session stops, even if stopping failed; see :func:`on_stop`.
