@@ -35,6 +35,7 @@ from ._impl.ops.more_sources import MaybePromise
 from ._impl.ops.throttle import ThrottleMode
 from ._impl.ops.pool_control import PoolControl
 from .dsl.restart import RestartFlow, RestartSettings, RestartSink, RestartSource, RetryFlow
+from .checkpoint import CheckpointInfo, CheckpointSettings, RestartPolicy
 from .windowing import Aggregate, Late, Session, Sliding, Tumbling, Window, WindowStats
 from .stage import (
     Attributes,
@@ -92,6 +93,9 @@ __all__ = [
     "RestartSink",
     "RetryFlow",
     "PoolControl",
+    "CheckpointSettings",
+    "RestartPolicy",
+    "CheckpointInfo",
     "Aggregate",
     "Window",
     "Late",

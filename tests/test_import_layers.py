@@ -48,6 +48,7 @@ LAYERS: Dict[str, int] = {
     "errors": 0,
     "markers": 0,
     "_futures": 0,
+    "_log_config": 0,
     "_impl": 0,
     "stage": 1,
     "windowing": 1,
@@ -61,6 +62,7 @@ LAYERS: Dict[str, int] = {
     "testkit": 7,
     "__init__": 7,
     "demo": 8,
+    "__main__": 8,
 }
 
 _KERNEL = "kernel rework in progress (another engineer owns this file now)"

@@ -2,6 +2,7 @@
 checkpoint reports (``CheckpointInfo``)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -81,6 +82,9 @@ class CheckpointSettings:
         if not isinstance(self.restart, RestartPolicy):
             raise TypeError(f"CheckpointSettings: restart must be a RestartPolicy, got {self.restart!r}")
         s = self.storage
+        if isinstance(s, os.PathLike):
+            object.__setattr__(self, "storage", os.fspath(s))
+            s = self.storage
         if s is not None and not isinstance(s, str) and not (isinstance(s, tuple) and len(s) == 2 and isinstance(s[1], str)):
             raise TypeError(f"CheckpointSettings: storage must be a URI or path string, a (pyarrow FileSystem, path) "
                             f"pair or None, got {s!r}")

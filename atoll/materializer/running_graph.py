@@ -69,7 +69,7 @@ class RunningGraphBase(ABC):
                 log.error("cleanup of graph %s failed: %r", self.name, e)
         errors = [e for e in map(self._island_error, self._islands) if e is not None]
         if self._coordinator is not None:
-            self._end_checkpoints(succeeded=not errors and not self._cancelled and self._coordinator.all_clean())
+            self._end_checkpoints(succeeded=not errors and not self._cancelled)
         if errors:
             self.completion.set_exception(errors[0])
         else:
@@ -89,8 +89,8 @@ class RunningGraphBase(ABC):
 
     def _end_checkpoints(self, succeeded: bool) -> None:
         coordinator = self._coordinator
-        coordinator.stop()
-        if succeeded and not self._checkpoint_settings.retain_on_success:
+        coordinator.stop()  # handles the islands' last reports first
+        if succeeded and coordinator.all_clean() and not self._checkpoint_settings.retain_on_success:
             try:
                 coordinator.storage.delete_all()
             except Exception as e:  # noqa: BLE001

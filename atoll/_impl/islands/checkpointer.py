@@ -66,14 +66,13 @@ class _PausedOut(OutHandler):
         self.previous.on_downstream_finish(cause)
 
 
-class _Replaying(OutHandler):
+class _Replaying(_Emitting):
     """Re-pushes the elements that sat in a connection at the cut, before the outlet's own handler runs
-    again: one per pull, or as many as the pull accepts on a chunk connection."""
-
-    __slots__ = ("logic", "out", "previous", "elements", "timestamps")
+    again: one per pull, or as many as the pull accepts on a chunk connection. It is an ``emit`` in
+    progress, so a completion the restored stage asks for (a source restored at its end) waits behind it."""
 
     def __init__(self, logic, out, previous, elements: list, timestamps: Optional[list]):
-        self.logic, self.out, self.previous = logic, out, previous
+        super().__init__(logic, out, previous, None)
         self.elements = elements
         self.timestamps = timestamps
 
@@ -97,11 +96,7 @@ class _Replaying(OutHandler):
             else:
                 logic.push(out, elems[0])
         if not self.elements:
-            logic.set_handler(out, self.previous)
-
-    def on_downstream_finish(self, cause: BaseException) -> None:
-        self.logic.set_handler(self.out, self.previous)
-        self.previous.on_downstream_finish(cause)
+            self.follow_up()
 
 
 #: the most elements an iterator ``emit`` in progress may still hold for the cut to record them
@@ -122,6 +117,10 @@ def _pending_emits(handler) -> Optional[tuple]:
         i += 1
         chain[i:i] = e.follow_ups
         if isinstance(e, (_EmittingSignal, _EmittingCompletion)):
+            continue
+        if isinstance(e, _Replaying):  # a restore's re-push not finished yet
+            elems.extend(e.elements)
+            stamps.extend(e.timestamps if e.timestamps is not None else [None] * len(e.elements))
             continue
         if e.and_then is not None:
             return None
@@ -395,10 +394,11 @@ def restore_island(snapshot: IslandSnapshot, logics_by_key: Dict[Any, Any], isla
 
 
 def replay_in_flight(replays: List[tuple]) -> None:
-    """Install the re-push of the elements that waited in connections at the cut (after ``init``)."""
+    """Install the re-push of the elements that waited in connections at the cut (before ``init``, so that a
+    stage completing in ``pre_start`` completes after them)."""
     for logic, f in replays:
         out = logic._out_ports[f.outlet]
-        if logic._out_conns[f.outlet].state & OUT_CLOSED or not f.elements:
+        if not f.elements:
             continue
         logic.set_handler(out, _Replaying(logic, out, logic.get_handler(out), list(f.elements),
                                           None if f.timestamps is None else list(f.timestamps)))

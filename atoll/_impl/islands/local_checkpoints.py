@@ -62,9 +62,7 @@ def check_checkpointable(phases: List[Any], plans: List[Any]) -> None:
         for step_module, logic in p.stage_logics():
             why = checkpoint_refusal(logic, step_module)
             if why is not None:
-                hint = getattr(logic, "checkpoint_hint", None) or getattr(step_module, "checkpoint_hint", None)
-                refused.append(f"{logic.stage_name} ({type(logic).__name__}) in island {p.name}: {why}"
-                               + (f"; {hint}" if hint else ""))
+                refused.append(f"{logic.stage_name} ({type(logic).__name__}) in island {p.name}: {why}")
     if refused:
         raise CheckpointNotSupportedError("checkpoints cannot restore these stages:\n  " + "\n  ".join(refused))
     cycles = cross_island_cycles(plans)
@@ -132,6 +130,6 @@ def island_end_hook(coordinator: CheckpointCoordinator, phase: Any):
 
 
 def replay_hook(phase: Any):
-    """Re-push what waited in connections at the restored cut, right after the interpreter's init."""
+    """Re-push what waited in connections at the restored cut (installed right before the interpreter's init)."""
     replays = phase.assembled.replays
     return (lambda: replay_in_flight(replays)) if replays else None

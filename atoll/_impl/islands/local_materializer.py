@@ -84,7 +84,7 @@ class LocalMaterializer(Materializer):
         if hosts:
             self._register(running)
         for p in live:
-            p.host.after_init = replay_hook(p) if build.restore is not None else None
+            p.host.before_init = replay_hook(p) if build.restore is not None else None
             if coordinator is not None:
                 end = island_end_hook(coordinator, p)
                 p.host.on_done = lambda h, end=end: (end(h), running.island_ended(h))

@@ -67,9 +67,9 @@ class IslandHost:
         self.error: Optional[BaseException] = None
         self.on_done: Optional[Callable[["IslandHost"], None]] = None
         #: checkpointing on: the island's ``IslandCheckpointer`` (polled between turns while a checkpoint is
-        #: pending) and what to run right after the interpreter's ``init`` (a restore's re-pushes)
+        #: pending) and what to run right before the interpreter's ``init`` (a restore's re-pushes)
         self.checkpointer = None
-        self.after_init: Optional[Callable[[], None]] = None
+        self.before_init: Optional[Callable[[], None]] = None
 
     # ------------------------------------------------------------------ services for the interpreter
     def now(self) -> float:
@@ -143,9 +143,9 @@ class IslandHost:
         self.state = "running"
         try:
             self.interpreters.append(self.interpreter)
+            if self.before_init is not None:
+                self.before_init()
             self.interpreter.init()
-            if self.after_init is not None:
-                self.after_init()
             self._flush()
             self._loop()
             self.state = "completed"
@@ -173,6 +173,8 @@ class IslandHost:
 
     #: a turn should leave the inbox waiting no longer than this (seconds)
     TURN_BUDGET = 0.005
+    #: how often an island waiting to cut a checkpoint asks its stages again when nothing happens (seconds)
+    CUT_RETRY = 0.01
 
     def _run_turn(self) -> bool:
         """One bounded turn of every interpreter with work; returns True while any work is queued.
@@ -252,6 +254,9 @@ class IslandHost:
                 timeout = max(0.0, timers[0].due - now())
             elif driven and not self.clock.host_idle(self):
                 continue  # something was posted meanwhile
+            if cp is not None and cp.waiting_since is not None:
+                # a checkpoint waits for a stage to get ready: look again soon even if no event comes
+                timeout = self.CUT_RETRY if timeout is None else min(timeout, self.CUT_RETRY)
             try:
                 fn, args = get(timeout=timeout)
             except Empty:
