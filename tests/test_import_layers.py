@@ -22,6 +22,7 @@ rank  units                                        what they are
 6     ``dsl``                                      Source/Flow/Sink, GraphDSL, Keep re-exported
 7     ``testkit``, ``__init__`` (package ``atoll``)  probes for tests; the public top-level namespace
 8     ``demo``                                     the runnable demo
+9     ``__main__``                                 ``python -m atoll``: the version and the demo
 ====  ===========================================  ==============================================================
 
 A unit may import itself, and any unit of a lower rank. Units that share a rank are independent: they may not
@@ -62,7 +63,7 @@ LAYERS: Dict[str, int] = {
     "testkit": 7,
     "__init__": 7,
     "demo": 8,
-    "__main__": 8,
+    "__main__": 9,
 }
 
 _KERNEL = "kernel rework in progress (another engineer owns this file now)"
