@@ -2,8 +2,9 @@
 Ray cluster through a ``runtime_env`` (the README's "Running on a cluster").
 
 The wheel is built once per module from a copy of the sources (so no ``build/`` is left in the checkout); the Ray
-test starts one local Ray whose job ``runtime_env`` ships that wheel (``py_modules``) and a directory with a
-tiny module (``working_dir``), as one would to a cluster whose nodes lack the code, and shuts it down.
+test starts one local Ray whose job ``runtime_env`` ships the wheel's ``atoll`` package (``py_modules``) and a
+directory with a tiny module (``working_dir``), as one would to a cluster whose nodes lack the code, and shuts it
+down.
 """
 from __future__ import annotations
 
@@ -137,8 +138,9 @@ def test_ray_core_info_lines_are_recognised_and_nothing_else():
 
 @pytest.fixture(scope="module")
 def cluster_with_runtime_env(wheel, tmp_path_factory):
-    """A local Ray whose job runtime_env ships the wheel (``py_modules``) and the user's code (``working_dir``),
-    so island actors import both from what Ray distributed; shut down after the module's last test."""
+    """A local Ray whose job runtime_env ships the wheel's package (``py_modules``) and the user's code
+    (``working_dir``), so island actors import both from what Ray distributed; shut down after the module's last
+    test."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
@@ -146,8 +148,13 @@ def cluster_with_runtime_env(wheel, tmp_path_factory):
         ray.shutdown()
     app = tmp_path_factory.mktemp("app")
     (app / "atoll_probe.py").write_text(PROBE_MODULE)
+    unpacked = tmp_path_factory.mktemp("unpacked")
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(unpacked)
+    # the wheel's package directory, not the .whl: Ray pip-installs a .whl in py_modules with all its
+    # dependencies (Ray, PySpark ... ~1 GB per session directory)
     ray.init(num_cpus=2, include_dashboard=False,
-             runtime_env={"working_dir": str(app), "py_modules": [str(wheel)]})
+             runtime_env={"working_dir": str(app), "py_modules": [str(unpacked / "atoll")]})
     sys.path.insert(0, str(app))  # the driver pickles the probe's function by reference, so it imports it too
     try:
         yield app
@@ -157,7 +164,6 @@ def cluster_with_runtime_env(wheel, tmp_path_factory):
         ray.shutdown()
 
 
-@pytest.mark.slow
 def test_island_actor_imports_atoll_from_the_wheel_and_user_code_from_the_working_dir(cluster_with_runtime_env):
     import atoll_probe
 
@@ -175,6 +181,6 @@ def test_island_actor_imports_atoll_from_the_wheel_and_user_code_from_the_workin
     where = {o["atoll"] for o in out}
     assert len(where) == 1
     (atoll_file,) = where
-    # the island's atoll is the wheel Ray unpacked for the job, not this checkout (the venv's editable install)
+    # the island's atoll is the wheel's package Ray shipped for the job, not this checkout (the editable install)
     assert "runtime_resources" in atoll_file and not atoll_file.startswith(str(REPO)), atoll_file
     assert "runtime_resources" in out[0]["cwd"], out[0]["cwd"]
