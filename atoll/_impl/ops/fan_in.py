@@ -320,8 +320,8 @@ class _BufferedChunkFanIn:
         self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk, on_downstream_finish=self.cancel_stage))
 
     def _chunk_start(self) -> None:
-        for in_ in self.ins_all:
-            if not self.is_closed(in_):
+        for i, in_ in enumerate(self.ins_all):
+            if not self.is_closed(in_) and not self.held(i):
                 self.pull_chunk(in_, 1)
 
     # -- per input
@@ -446,7 +446,19 @@ class _BufferedChunkFanIn:
         while self.marks:
             self.forward_signal(self.marks.popleft()[1])
 
-    # -- state hooks (the chunk form's buffers are in-flight elements, not operator state)
+    # -- checkpoint state: the elements received and not sent on, per input, and the signals held
+    # behind them (a mark counts per input how many of the held elements must go out first)
+    def _chunk_save(self) -> dict:
+        return {"held": [list(self.bufs[i][self.offs[i]:]) for i in range(len(self.bufs))],
+                "marks": [([max(0, g - t) for g, t in zip(got, self.taken)], signal) for got, signal in self.marks]}
+
+    def _chunk_restore(self, state: dict) -> None:
+        held = state["held"]
+        self.bufs = [list(h) if h else _NO_CHUNK for h in held]
+        self.offs = [0] * len(held)
+        self.got = [len(h) for h in held]
+        self.taken = [0] * len(held)
+        self.marks = deque((list(got), signal) for got, signal in state["marks"])
 
 
 class _FailAfter(Exception):
@@ -512,6 +524,15 @@ class _MergeChunkForm(_BufferedChunkFanIn):
             self._chunk_signal(signal)
         else:
             self.forward_signal(signal)
+
+    def _chunk_save(self) -> dict:
+        state = super()._chunk_save()
+        state["arrivals"] = list(self.arrivals)
+        return state
+
+    def _chunk_restore(self, state: dict) -> None:
+        super()._chunk_restore(state)
+        self.arrivals = deque(state["arrivals"])
 
 
 # ---------------------------------------------------------------------------------------------- MergePreferred
@@ -581,12 +602,34 @@ class _MergePreferredLogic(_MergeChunkForm, GraphStageLogic, OutHandler):
     def _puller(self, in_):
         return lambda: self.try_pull(in_)
 
+    # checkpoint state. Element form: the elements taken from the inputs and waiting for demand, with the
+    # input each came from (-1: preferred; its continuation is rebuilt from that); the elements waiting in
+    # the input ports are in flight. Chunk form: the held chunks, their arrival order and held signals.
+    def save_to_snapshot(self):
+        if self.chunked:
+            return {"chunks": self._chunk_save()}
+        pulls = {id(p): i for i, p in enumerate(self.pull_me)}
+        return {"emitting": [(elem, -1 if and_then == self._emitted else pulls[id(and_then)])
+                             for elem, and_then in self.emitting]}
+
+    def restore_from_snapshot(self, state) -> None:
+        if self.chunked:
+            self._chunk_restore(state["chunks"])
+            return
+        for elem, i in state["emitting"]:
+            self.emitting.append((elem, self._emitted if i == -1 else self.pull_me[i]))
+            if i == -1:
+                self.preferred_emitting += 1
+
     def pre_start(self):
         if self.chunked:
             self._chunk_start()
             return
-        for in_ in self.ins + (self.preferred,):
-            self.try_pull(in_)
+        waiting = {id(and_then) for _, and_then in self.emitting}
+        for i, in_ in enumerate(self.ins):
+            if id(self.pull_me[i]) not in waiting:  # pulled again once its element is out
+                self.try_pull(in_)
+        self.try_pull(self.preferred)
 
     def _pick(self):
         p = len(self.ins)
@@ -727,6 +770,18 @@ class _MergePrioritizedLogic(_MergeChunkForm, GraphStageLogic, OutHandler):
             self.set_handler(in_, InHandler(on_push=self._on_push(in_), on_upstream_finish=self._on_finish))
         self.set_handler(stage.out, self)
 
+    # checkpoint state: the random generator's state (the choices after a restore are the ones an
+    # uninterrupted run makes) and, in the chunk form, the held chunks (element form: they wait in the ports)
+    def save_to_snapshot(self):
+        return {"random": self.random.getstate(), "chunks": self._chunk_save() if self.chunked else None}
+
+    def restore_from_snapshot(self, state) -> None:
+        self.random.setstate(state["random"])
+        if state["chunks"] is not None:
+            if not self.chunked:
+                raise IllegalStateError(f"{self}: restored chunk-form elements into an element-form merge")
+            self._chunk_restore(state["chunks"])
+
     def pre_start(self):
         if self.chunked:
             self._chunk_start()
@@ -822,12 +877,14 @@ class MergeSorted(GraphStage):
         return "MergeSorted"
 
 
-class _MergeSortedLogic(_BufferedChunkFanIn, GraphStageLogic):
-    """Element form as Pekko's (``read``/``emit``). Chunk form (``_BufferedChunkFanIn``): both
-    inputs' chunks wait in their buffers and an output chunk merges them element by element with the
-    same comparisons (``less(left, right)``, a tie takes ``right``), as far as both inputs hold
-    elements, or one input once the other has ended; a raising ``key`` fails the stage after the
-    elements merged before it."""
+class _MergeSortedLogic(_BufferedChunkFanIn, GraphStageLogic, OutHandler):
+    """Element form: the head taken from each input waits in ``heads`` until it can be compared with the
+    other input's head (or the other input ended); the smaller goes out when downstream pulls (a tie takes
+    ``right``, as Pekko), and only its input is pulled again - Pekko's ``read``/``emit`` sequence, kept
+    as fields instead of continuations so that a checkpoint can save it. Chunk form (``_BufferedChunkFanIn``):
+    both inputs' chunks wait in their buffers and an output chunk merges them element by element with the
+    same comparisons, as far as both inputs hold elements, or one input once the other has ended; a raising
+    ``key`` fails the stage after the elements merged before it."""
 
     chunked = False
 
@@ -839,10 +896,26 @@ class _MergeSortedLogic(_BufferedChunkFanIn, GraphStageLogic):
         self.out = stage.out
         key = stage.key
         self.less = (lambda a, b: a < b) if key is None else (lambda a, b: key(a) < key(b))
-        self.other: Any = _NONE  # the element held back from the input that is not being read
-        self.set_handler(self.left, ignore_terminate_input())
-        self.set_handler(self.right, ignore_terminate_input())
-        self.set_handler(self.out, eager_terminate_output())
+        self.heads = [_NONE, _NONE]  # element form: taken from the input, not emitted yet
+        self.ended = [False, False]  # element form: the input completed
+        for i, in_ in enumerate(self.ins_all):
+            self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push, i),
+                                            on_upstream_finish=functools.partial(self._on_finish, i)))
+        self.set_handler(self.out, self)
+
+    # ------------------------------------------------------------------ checkpoint state
+    def save_to_snapshot(self):
+        if self.chunked:
+            return {"chunks": self._chunk_save()}
+        return {"heads": [(h is not _NONE, None if h is _NONE else h) for h in self.heads]}
+
+    def restore_from_snapshot(self, state) -> None:
+        if self.chunked != ("chunks" in state):
+            raise IllegalStateError(f"{self}: restored a checkpoint of the other form (chunks vs elements)")
+        if self.chunked:
+            self._chunk_restore(state["chunks"])
+        else:
+            self.heads = [h if has else _NONE for has, h in state["heads"]]
 
     # ------------------------------------------------------------------ chunk form
     def chunk_capable(self) -> bool:
@@ -878,42 +951,55 @@ class _MergeSortedLogic(_BufferedChunkFanIn, GraphStageLogic):
                 break
         return out
 
+    # ------------------------------------------------------------------ element form
     def pre_start(self):
         if self.chunked:
             self._chunk_start()
             return
-        # like every fan-in stage, pull all inputs right away (cycles need it)
-        self.pull(self.right)
-        self.read(self.left, self._first_left, lambda: self.pass_along(self.right, self.out))
+        # like every fan-in stage, pull all inputs right away (cycles need it); a restored head waits
+        for i in (1, 0):  # Pekko's order: right, then left
+            if self.heads[i] is _NONE:
+                self.pull(self.ins_all[i])
 
-    def _first_left(self, elem):
-        self.other = elem
-        self._read_right()
+    def _on_push(self, i: int) -> None:
+        self.heads[i] = self.grab(self.ins_all[i])
+        self._try_emit()
 
-    def _dispatch(self, left_elem, right_elem):
-        if self.less(left_elem, right_elem):
-            self.other = right_elem
-            self.emit(self.out, left_elem, self._read_left)
+    def _on_finish(self, i: int) -> None:
+        self.ended[i] = True
+        self._try_emit()
+
+    def on_pull(self):
+        self._try_emit()
+
+    def _try_emit(self) -> None:
+        left, right = self.heads
+        if left is not _NONE and right is not _NONE:
+            if not self.is_available(self.out):
+                return
+            i = 0 if self.less(left, right) else 1
+        elif left is not _NONE and self.ended[1]:
+            i = 0
+        elif right is not _NONE and self.ended[0]:
+            i = 1
         else:
-            self.other = left_elem
-            self.emit(self.out, right_elem, self._read_right)
-
-    def _read_right(self):
-        self.read(self.right, lambda r: self._dispatch(self.other, r), self._flush_left)
-
-    def _read_left(self):
-        self.read(self.left, lambda l: self._dispatch(l, self.other), self._flush_right)
-
-    def _flush_left(self):
-        """``right`` completed: emit the held ``left`` element, then pass ``left`` along."""
-        self.emit(self.out, self.other, lambda: self._pass(self.left))
-
-    def _flush_right(self):
-        self.emit(self.out, self.other, lambda: self._pass(self.right))
-
-    def _pass(self, in_):
-        self.other = _NONE
-        self.pass_along(in_, self.out, do_pull=True)
+            if self.ended[0] and self.ended[1]:
+                self.complete_stage()
+            elif (self.ended[0] or self.ended[1]) and self.is_available(self.out):
+                # one input ended: the other one's elements pass along as downstream asks
+                j = 1 if self.ended[0] else 0
+                if not self.has_been_pulled(self.ins_all[j]) and not self.is_closed(self.ins_all[j]):
+                    self.pull(self.ins_all[j])
+            return
+        if not self.is_available(self.out):
+            return
+        elem, self.heads[i] = self.heads[i], _NONE
+        self.push(self.out, elem)
+        if self.ended[i]:
+            if self.ended[1 - i] and self.heads[1 - i] is _NONE:
+                self.complete_stage()
+        elif not self.has_been_pulled(self.ins_all[i]):
+            self.pull(self.ins_all[i])
 
 
 # ---------------------------------------------------------------------------------------------- MergeLatest
@@ -951,7 +1037,11 @@ class _MergeLatestLogic(GraphStageLogic, OutHandler):
     and which lists exist depends on how arrivals interleave with pulls. A chunk form would still make
     one output per input element (nothing to batch but the port events) and would sample other lists
     than the element form under the same demand. Between chunked neighbours the adapters keep it
-    exact."""
+    exact.
+
+    The lists waiting for demand sit in ``queue`` with the input to pull once each is out (an ``emit``
+    with a continuation, written out so that a checkpoint can save it); a signal heard meanwhile waits in
+    the queue behind them."""
 
     def __init__(self, stage: MergeLatest):
         super().__init__(stage.shape)
@@ -961,43 +1051,83 @@ class _MergeLatestLogic(GraphStageLogic, OutHandler):
         self.messages = [_NONE] * stage.n
         self.missing = stage.n  # inputs that have not delivered an element yet
         self.running = stage.n
+        self.queue: deque = deque()  # (list, input index) waiting for demand, or (signal, None)
+        self.completing = False  # complete once the queue is out
         for i, in_ in enumerate(stage.ins):
             self.set_handler(in_, InHandler(on_push=self._on_push(i), on_upstream_finish=self._on_finish))
         self.set_handler(stage.out, self)
 
+    # checkpoint state: the latest value per input and the lists (and signals) waiting for demand
+    def save_to_snapshot(self):
+        return {"latest": [(m is not _NONE, None if m is _NONE else m) for m in self.messages],
+                "queue": list(self.queue)}
+
+    def restore_from_snapshot(self, state) -> None:
+        self.messages = [m if has else _NONE for has, m in state["latest"]]
+        self.missing = sum(1 for m in self.messages if m is _NONE)
+        self.queue = deque(state["queue"])
+
     def pre_start(self):
-        for in_ in self.ins:
-            self.try_pull(in_)
+        waiting = {i for _, i in self.queue if i is not None}
+        for i, in_ in enumerate(self.ins):
+            if i not in waiting:
+                self.try_pull(in_)
 
     def _on_push(self, i: int):
         in_ = self.ins[i]
-
-        def pull_again():
-            self.try_pull(in_)
 
         def on_push():
             if self.messages[i] is _NONE:
                 self.missing -= 1
             self.messages[i] = self.grab(in_)
             if self.missing == 0:
-                self.emit(self.out, list(self.messages), pull_again)
+                if not self.queue and self.is_available(self.out):
+                    self.push(self.out, list(self.messages))
+                    self.try_pull(in_)
+                else:
+                    self.queue.append((list(self.messages), i))
             else:
-                pull_again()
+                self.try_pull(in_)
 
         return on_push
 
+    def on_signal(self, signal) -> None:
+        if self.queue:
+            self.queue.append((signal, None))
+        else:
+            super().on_signal(signal)
+
     def _on_finish(self):
-        if self.eager_complete:
-            self.complete_stage()
+        if self.eager_complete or self.running == 1:
+            self.running = 0
+            if self.queue:  # as complete_stage during an emit: the inputs go now, the output after the lists
+                for in_ in self.ins:
+                    self.cancel(in_, STAGE_WAS_COMPLETED)
+                self.completing = True
+            else:
+                self.complete_stage()
         else:
             self.running -= 1
-            if self.running == 0:
-                self.complete_stage()
 
     def on_pull(self):
-        for in_ in self.ins:
-            if not self.has_been_pulled(in_):
-                self.try_pull(in_)
+        queue = self.queue
+        while queue:
+            item, i = queue.popleft()
+            if i is None:
+                super().on_signal(item)
+                continue
+            self.push(self.out, item)
+            if not self.completing:
+                self.try_pull(self.ins[i])
+            while queue and queue[0][1] is None:  # signals right behind the list go with it
+                super().on_signal(queue.popleft()[0])
+            break
+        else:
+            for in_ in self.ins:
+                if not self.has_been_pulled(in_):
+                    self.try_pull(in_)
+        if self.completing and not queue:
+            self.complete_stage()
 
 
 # ---------------------------------------------------------------------------------------------- ZipWith / Zip
@@ -1308,6 +1438,16 @@ class _ZipLatestWithLogic(GraphStageLogic, OutHandler):
             self.set_handler(in_, InHandler(on_push=self._on_push(i), on_upstream_finish=self._on_finish(i)))
         self.set_handler(stage.out, self)
 
+    # checkpoint state: the latest value per input and whether it went out already (whether downstream
+    # waits is demand, re-formed by its pull)
+    def save_to_snapshot(self):
+        return {"latest": [(v is not _NONE, None if v is _NONE else v) for v in self.values], "stale": self.stale}
+
+    def restore_from_snapshot(self, state) -> None:
+        self.values = [v if has else _NONE for has, v in state["latest"]]
+        self.missing = sum(1 for v in self.values if v is _NONE)
+        self.stale = state["stale"]
+
     def pre_start(self):
         for in_ in self.ins:
             self.pull(in_)
@@ -1394,8 +1534,9 @@ class _DetachableFanInLogic(GraphStageLogic, OutHandler):
 
     def pre_start(self):
         if self.detached:
-            for in_ in self.ins:
-                self.try_pull(in_)
+            for i, in_ in enumerate(self.ins):
+                if self._buffer[i] is EMPTY:  # a detacher holding an element (restored) pulls once it is taken
+                    self.try_pull(in_)
 
     # -- implemented by subclasses (Concat, Interleave): what input i's element or completion means to the junction
     on_input_push: Callable[[int], None]
@@ -1526,6 +1667,29 @@ class _ConcatLogic(_DetachableFanInLogic):
         self.active = 0
         self.chunked = False
 
+    # checkpoint state: the active input and the elements taken from each input and not pushed yet (the
+    # detachers' read-ahead element, or the chunk form's held chunk) with the signals held behind them.
+    # Inputs before the active one are not marked done: a restored upstream completes again.
+    def save_to_snapshot(self):
+        if self.chunked:
+            held = [list(self.bufs[i][self.offs[i]:]) for i in range(self.n)]
+            return {"active": self.active, "held": held, "signals": list(self.held_signals)}
+        held = [[] if b is EMPTY else [b] for b in self._buffer] if self.detached else [[] for _ in range(self.n)]
+        return {"active": self.active, "held": held, "signals": []}
+
+    def restore_from_snapshot(self, state) -> None:
+        self.active = state["active"]
+        held = state["held"]
+        if self.chunked:
+            self.bufs = [list(h) for h in held]
+            self.held_signals = list(state["signals"])
+            return
+        for i, h in enumerate(held):
+            if len(h) > (1 if self.detached else 0):
+                raise IllegalStateError(f"{self}: restored {len(h)} held elements into the element form")
+            if h:
+                self._buffer[i] = h[0]
+
     def on_input_push(self, i):
         self.push(self.out, self.in_grab(i))
 
@@ -1564,8 +1728,8 @@ class _ConcatLogic(_DetachableFanInLogic):
     def pre_start(self):
         if self.chunked:
             if self.detached:
-                for in_ in self.ins:
-                    if not self.is_closed(in_):
+                for i, in_ in enumerate(self.ins):
+                    if not self.is_closed(in_) and not self._held(i):
                         self.pull_chunk(in_, 1)
         else:
             super().pre_start()
@@ -1797,20 +1961,24 @@ class _InterleaveLogic(_BufferedChunkFanIn, _DetachableFanInLogic):
     def reset_state(self) -> None:
         self.counter = 0
 
+    # checkpoint state: the current input and its count in the segment, and the elements read ahead (the
+    # detachers' one element per input, or the chunk form's held chunks with the signals held behind them)
     def save_to_snapshot(self):
-        return (self.current, self.counter)
+        if self.chunked:
+            return {"current": self.current, "counter": self.counter, "chunks": self._chunk_save()}
+        return {"current": self.current, "counter": self.counter,
+                "held": [[] if b is EMPTY else [b] for b in self._buffer]}
 
     def restore_from_snapshot(self, state) -> None:
-        self.current, self.counter = state
-
-    def ready_for_snapshot(self) -> bool:
-        # the elements read ahead (detached inputs, or the chunk form's held chunks) are not saved yet:
-        # the cut waits until none is held
-        if getattr(self, "chunked", False):
-            return not self.marks and not any(self.held(i) for i in range(len(self.bufs)))
-        if self.detached:
-            return all(x is EMPTY for x in self._buffer) and all(x is EMPTY for x in self._delivered)
-        return True
+        self.current, self.counter = state["current"], state["counter"]
+        if self.chunked != ("chunks" in state):
+            raise IllegalStateError(f"{self}: restored a checkpoint of the other form (chunks vs elements)")
+        if self.chunked:
+            self._chunk_restore(state["chunks"])
+        else:
+            for i, h in enumerate(state["held"]):
+                if h:
+                    self._buffer[i] = h[0]
 
 
 # ---------------------------------------------------------------------------------------------- OrElse
@@ -1858,6 +2026,18 @@ class _OrElseLogic(GraphStageLogic, InHandler, OutHandler):
             self.secondary,
             InHandler(on_push=self._on_secondary_push, on_upstream_finish=self._on_secondary_finish),
         )
+
+    # checkpoint state: whether the primary emitted (then the secondary is cancelled again at start); which
+    # input is current is re-derived, since a restored primary that had ended without elements ends again
+    def save_to_snapshot(self):
+        return self.primary_pushed
+
+    def restore_from_snapshot(self, state) -> None:
+        self.primary_pushed = state
+
+    def pre_start(self):
+        if self.primary_pushed:
+            self.cancel(self.secondary)
 
     def on_pull(self):
         self.pull(self.current)
