@@ -84,7 +84,11 @@ def jvm_stderr_without_ray_core_info() -> Iterator[None]:
         yield
         return
     sys.stderr.flush()
-    real = os.dup(2)
+    try:
+        real = os.dup(2)
+    except OSError:  # no stderr at all (a detached process): nothing to keep clean
+        yield
+        return
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
     os.close(write_end)
@@ -121,12 +125,11 @@ def _copy_filtered(read_end: int, real: int) -> None:
 def spark_log_configs(configs: Dict[str, str]) -> Dict[str, str]:
     """Spark ``configs`` (as given to RayDP) with Atoll's log4j2 file for the Spark driver, unless the user
     named one (the config, or RayDP's ``SPARK_LOG4J_CONFIG_FILE_NAME`` environment variable), and without
-    Spark's console progress bar unless asked for. Under
-    ``ATOLL_DEBUG`` the file logs at INFO (``-Datoll.spark.log.level=info`` on the driver)."""
+    Spark's console progress bar unless asked for. Under ``ATOLL_DEBUG`` they are left as they are (RayDP's
+    and Spark's own logging)."""
+    if debug():
+        return configs
     if RAYDP_SPARK_LOG4J_KEY not in configs and "SPARK_LOG4J_CONFIG_FILE_NAME" not in os.environ:
         configs[RAYDP_SPARK_LOG4J_KEY] = str(LOG4J2_PROPERTIES)
     configs.setdefault("spark.ui.showConsoleProgress", "false")  # Spark's progress bar over Atoll's lines
-    if debug():
-        key = "spark.driver.extraJavaOptions"
-        configs[key] = (configs.get(key, "") + " -Datoll.spark.log.level=info").strip()
     return configs
