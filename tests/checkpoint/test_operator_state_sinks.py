@@ -36,7 +36,7 @@ JUNCTIONS = {
 
 
 @pytest.mark.parametrize("fusion", [True, False])
-@pytest.mark.parametrize("at", [0, 13, N - 2])
+@pytest.mark.parametrize("at", [0, 13, N - 1])
 @pytest.mark.parametrize("name", sorted(JUNCTIONS))
 def test_junction_round_trip(name, at, fusion, tmp_path):
     expected, got = checkpoint_round_trip(JUNCTIONS[name], at=at, storage=str(tmp_path), fusion=fusion)

@@ -14,7 +14,7 @@ from ...stage.logic import GraphStageLogic
 from ...stage.supervision import Supervision, decide
 from .async_loop import Resolver, outcome
 from .async_map import log_resumed
-from .base import FlowLogic, FlowStage, decider_of, require_callable
+from .base import FlowLogic, FlowStage, decider_of, require_callable, snapshot_copy
 
 
 def _none_result(op: str) -> PortStateError:
@@ -69,6 +69,14 @@ class _AsyncAccumulationLogic(FlowLogic):
     def reset_state(self) -> None:
         self.acc = self.zero
 
+    # checkpoint state: the accumulator (a copy); the one call in flight cannot be saved, so the cut waits
+    # for it (it ends by itself)
+    def save_to_snapshot(self):
+        return snapshot_copy(self.acc)
+
+    def restore_from_snapshot(self, state) -> None:
+        self.acc = state
+
     def _supervise(self, exc: BaseException) -> bool:
         """False: Stop failed the stage; else the element is skipped (Restart: from ``zero`` again)."""
         d = decide(self.decider, exc)
@@ -102,6 +110,9 @@ class _FoldAsyncLogic(_AsyncAccumulationLogic):
     def __init__(self, stage: FoldAsync, decider):
         super().__init__(stage, decider)
         self.busy = False  # a result is in flight
+
+    def ready_for_snapshot(self) -> bool:
+        return not self.busy
 
     def on_pull(self) -> None:
         if not self.has_been_pulled(self.in_):
@@ -164,6 +175,17 @@ class _ScanAsyncLogic(_AsyncAccumulationLogic):
         self.zero_pending = True  # zero not emitted yet (Pekko's ZeroHandler)
         self.handled = False  # no result in flight (Pekko's elementHandled)
         self.held_signals: list = []  # signals that arrived while a result was in flight: they follow it
+
+    # checkpoint state: the accumulator and whether zero went out; the cut waits for a call in flight
+    def save_to_snapshot(self):
+        return (snapshot_copy(self.acc), self.zero_pending)
+
+    def restore_from_snapshot(self, state) -> None:
+        self.acc, self.zero_pending = state
+        self.handled = not self.zero_pending
+
+    def ready_for_snapshot(self) -> bool:
+        return self.handled or self.zero_pending
 
     def on_signal(self, signal) -> None:
         if self.handled or self.zero_pending:

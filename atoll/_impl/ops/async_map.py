@@ -88,6 +88,23 @@ class _Epochs:
     def front(self) -> _Epoch:
         return self.q[0]
 
+    # checkpoint state: per epoch the count of its elements still held and the signals after them
+    def save(self) -> list:
+        return [(ep.pending, list(ep.signals)) for ep in self.q]
+
+    def index(self, ep: _Epoch) -> int:
+        for i, e in enumerate(self.q):
+            if e is ep:
+                return i
+        raise ValueError("epoch not held")  # not reached: a held slot's epoch is held
+
+    def restore(self, state: list) -> None:
+        self.q = deque()
+        for pending, signals in state:
+            ep = _Epoch()
+            ep.pending, ep.signals = pending, list(signals)
+            self.q.append(ep)
+
 
 class _Slot:
     """One element held by a stage: its result once known, the decider's verdict on its failure (asked
@@ -106,6 +123,25 @@ class _Slot:
 
     def set(self, fut) -> None:
         self.value, self.exc = outcome(fut)
+
+    def save(self, epochs: _Epochs) -> tuple:
+        """``(epoch index, ts, done, value or element)``: a completed result (a failure that supervision let
+        pass is saved as a dropped ``None``) or an element not started yet."""
+        if self.value is not _NOT_YET:
+            return (epochs.index(self.epoch), self.ts, True, None if self.exc is not None else self.value)
+        return (epochs.index(self.epoch), self.ts, False, self.elem)
+
+    @staticmethod
+    def restored(epochs: _Epochs, state: tuple, part_of=None) -> "_Slot":
+        i, ts, done, x = state
+        slot = _Slot(epochs.q[i], ts)
+        if done:
+            slot.value, slot.elem = x, _NOT_YET
+        else:
+            slot.elem = x
+        if part_of is not None:
+            slot.part = part_of(slot)
+        return slot
 
 
 def _check_parallelism(op: str, parallelism: int) -> None:
@@ -209,6 +245,19 @@ class _MapAsyncLogic(_AsyncFlowLogic):
             return
         self._push_next()
 
+    # checkpoint state: the held elements' results (completed, waiting for the ones before them or for
+    # demand) and the signals held behind them; a call in flight cannot be saved, so the cut waits for it
+    # (it ends by itself: no call starts while downstream is stalled once ``parallelism`` results are held)
+    def ready_for_snapshot(self) -> bool:
+        return all(slot.value is not _NOT_YET for slot in self.buffer)
+
+    def save_to_snapshot(self):
+        return {"epochs": self.epochs.save(), "slots": [slot.save(self.epochs) for slot in self.buffer]}
+
+    def restore_from_snapshot(self, state) -> None:
+        self.epochs.restore(state["epochs"])
+        self.buffer = deque(_Slot.restored(self.epochs, x) for x in state["slots"])
+
     def on_pull(self) -> None:
         self._push_next()
 
@@ -278,6 +327,21 @@ class _MapAsyncUnorderedLogic(_AsyncFlowLogic):
 
     def _todo(self) -> int:
         return self.in_flight + len(self.done) + len(self.later)
+
+    # checkpoint state: the completed results waiting for demand (``done``) or for a signal (``later``) and
+    # the signals held; the cut waits for the calls in flight (they end by themselves)
+    def ready_for_snapshot(self) -> bool:
+        return self.in_flight == 0
+
+    def save_to_snapshot(self):
+        ep = self.epochs
+        return {"epochs": ep.save(), "done": [x.save(ep) for x in self.done], "later": [x.save(ep) for x in self.later]}
+
+    def restore_from_snapshot(self, state) -> None:
+        ep = self.epochs
+        ep.restore(state["epochs"])
+        self.done = deque(_Slot.restored(ep, x) for x in state["done"])
+        self.later = [_Slot.restored(ep, x) for x in state["later"]]
 
     def on_push(self) -> None:
         elem = self.grab(self.in_)
@@ -393,6 +457,27 @@ class _MapAsyncPartitionedLogic(_AsyncFlowLogic):
         self.ordered = stage.ordered
         self.buffer: deque = deque()
         self.busy: set = set()
+
+    # checkpoint state: every held element in arrival order - its result once completed, the element itself
+    # while its partition is busy (the partition is recomputed on restore) - and the signals held. A
+    # partition stays busy until its element is out, so the completed ones keep theirs busy again.
+    def ready_for_snapshot(self) -> bool:
+        return all(slot.value is not _NOT_YET or slot.elem is not _NOT_YET for slot in self.buffer)
+
+    def save_to_snapshot(self):
+        ep = self.epochs
+        return {"epochs": ep.save(), "slots": [(slot.save(ep), slot.part) for slot in self.buffer]}
+
+    def restore_from_snapshot(self, state) -> None:
+        ep = self.epochs
+        ep.restore(state["epochs"])
+        self.buffer = deque()
+        for saved, part in state["slots"]:
+            slot = _Slot.restored(ep, saved)
+            slot.part = part
+            if slot.value is not _NOT_YET:
+                self.busy.add(part)
+            self.buffer.append(slot)
 
     def on_push(self) -> None:
         elem = self.grab(self.in_)

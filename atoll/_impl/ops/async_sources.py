@@ -13,7 +13,7 @@ from ...stage.logic import GraphStageLogic
 from ...stage.supervision import Supervision, decide
 from .async_loop import Resolver, outcome, run_detached
 from .async_map import log_resumed
-from .base import SourceStage, decider_of, require_callable
+from .base import SourceStage, decider_of, require_callable, snapshot_copy
 
 
 class UnfoldAsync(SourceStage):
@@ -47,12 +47,27 @@ class _UnfoldAsyncLogic(GraphStageLogic, OutHandler):
         self.set_handler(stage.out, self)
         self.resolver = Resolver(self, self.op, self._completed)
 
+    busy = False  # a call of fn is in flight
+
+    # checkpoint state: the unfold state (a copy: the next call starts from it); the cut waits for a call
+    # in flight, which ends by itself
+    def save_to_snapshot(self):
+        return snapshot_copy(self.state)
+
+    def restore_from_snapshot(self, state) -> None:
+        self.state = state
+
+    def ready_for_snapshot(self) -> bool:
+        return not self.busy
+
     def on_pull(self) -> None:
+        self.busy = True
         fut = self.resolver.resolve(self.fn(self.state), None)  # raising fails the stage
         if fut is not None:
             self._completed(None, fut)
 
     def _completed(self, _token, fut) -> None:
+        self.busy = False
         value, exc = outcome(fut)
         if exc is not None:
             self.fail_stage(exc)
@@ -106,6 +121,8 @@ _NONE = object()
 
 
 class _UnfoldResourceAsyncLogic(GraphStageLogic, OutHandler):
+    checkpoint_hint = ("an open resource's read position cannot be saved; use Source.unfold_async with a "
+                       "picklable state that reopens the resource at its position")
     op = "Source.unfold_resource_async"
 
     def __init__(self, stage: UnfoldResourceAsync, decider):

@@ -263,8 +263,45 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self._progressing = False
         self._again = False
 
+    # ------------------------------------------------------------------ checkpoint state
+    # Every held element: its result once done, else the element itself (waiting for a worker); the signals
+    # held behind them. The actors are not state: a restored stage starts its own. A call in flight cannot
+    # be saved, so the cut waits for it (calls end by themselves; once the stage holds its maximum with a
+    # stalled downstream, nothing new is dispatched).
+    def ready_for_snapshot(self) -> bool:
+        return self.in_flight == 0
+
+    def save_to_snapshot(self):
+        ep = self.epochs
+        items = {id(i): i for i in list(self.out_q) + list(self.later) + list(self.waiting)}
+        saved = [(i.seq, i.value is not _NOT_YET, i.elem if i.value is _NOT_YET else i.value, ep.index(i.epoch),
+                  i.ts, i.retries, i.deaths) for i in sorted(items.values(), key=lambda i: i.seq)]
+        return {"epochs": ep.save(), "items": saved, "seq": self.seq, "restarts": self.restarts}
+
+    def restore_from_snapshot(self, state) -> None:
+        ep = self.epochs
+        ep.restore(state["epochs"])
+        self.seq, self.restarts = state["seq"], state["restarts"]
+        front = ep.front
+        for seq, done, x, e, ts, retries, deaths in state["items"]:
+            item = _Item(seq, None if done else x, 0.0, ep.q[e], ts)
+            item.retries, item.deaths = retries, deaths
+            self.held += 1
+            if done:
+                item.value = x
+            else:
+                self.waiting.append(item)
+            if self.stage.ordered:
+                self.out_q.append(item)
+            elif done:
+                (self.out_q if item.epoch is front else self.later).append(item)
+
     # ------------------------------------------------------------------ lifecycle
     def pre_start(self) -> None:
+        if self.waiting and self.stage.batch_timeout is not None:
+            now = self.interpreter.host.now()  # a restored partial batch waits its timeout from the restore
+            for item in self.waiting:
+                item.arrived = now
         self.use_ray = ray_active()
         self.fetch = self.stage.fetch or not self.use_ray
         self.control._island_thread = threading.get_ident()
