@@ -108,6 +108,23 @@ class Recursively(FlowStage):
                 self.held: deque = deque()  # (watermark, last root before it) waiting for the loop
                 self.expanding = None  # (ts, root) of the element in the substream step
 
+            # -- checkpoint state: the loop's queues, its root counter, the per-root counts of elements
+            # still in the loop and the watermarks held for them; whether upstream ended is re-derived
+            # (a restored upstream completes again). A running substream step cannot be saved: not ready.
+            def ready_for_snapshot(self) -> bool:
+                return self.sub is None
+
+            def save_to_snapshot(self):
+                return {"pending": list(self.pending), "to_expand": list(self.to_expand), "roots": self.roots,
+                        "in_flight": list(self.in_flight.items()), "held": list(self.held)}
+
+            def restore_from_snapshot(self, state) -> None:
+                self.pending = deque(state["pending"])
+                self.to_expand = deque(state["to_expand"])
+                self.roots = state["roots"]
+                self.in_flight = dict(state["in_flight"])
+                self.held = deque(state["held"])
+
             # -- bookkeeping ----------------------------------------------------------------
             def _add(self, x, ts, root) -> None:
                 self.pending.append((x, ts, root))
