@@ -309,14 +309,33 @@ class _WithTimestampsLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandle
     def reset_state(self) -> None:
         """Restart drops the failing element only: the watermark never goes back."""
 
+    # checkpoint state: the watermark sent, the highest timestamp per partition, which partitions are
+    # active and whether the stream is idle, the element counter, and the chunk form's segments not pushed
+    # yet (elements taken from upstream). Idleness is processing time: the active partitions' idle timer
+    # starts again from the restore (``pre_start``).
     def save_to_snapshot(self):
-        return {"last": self.last, "highest": dict(self.highest), "index": self.index}
+        pending = [(list(e), list(t), w) for e, t, w in self.pending] if self.pending else None
+        return {"last": self.last, "highest": dict(self.highest), "index": self.index,
+                "active": list(self.active), "idle": self.idle, "pending": pending}
 
     def restore_from_snapshot(self, state) -> None:
         self.last = state["last"]
         self.highest = dict(state["highest"])
-        self.active = set(self.highest)
+        self.active = set(state.get("active", self.highest))
+        self.idle = state.get("idle", False)
         self.index = state["index"]
+        if state.get("pending"):
+            self.pending = [(list(e), list(t), w) for e, t, w in state["pending"]]
+
+    def ready_for_snapshot(self) -> bool:
+        return self.fail_after is None  # a failure waiting behind the segments cannot be saved
+
+    def pre_start(self) -> None:
+        if self.idle_timeout is not None and self.active:
+            now = self.interpreter.host.now()
+            for part in self.active:
+                self.last_seen[part] = now
+            self.schedule_once("idle", self.idle_timeout)
 
 
 class WithWatermarks(FlowStage):

@@ -262,9 +262,23 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
     def reset_state(self) -> None:
         self.engine.reset_state()
 
+    # checkpoint state: the engine (windows, watermark), the last watermark sent on, the results and
+    # signals waiting for demand on either outlet, the element counter and the late counters (open_windows
+    # and the watermark are restored with the engine). Whether upstream ended is re-derived: the restored
+    # upstream ends again, and an engine that fired everything fires nothing more.
+    _COUNTERS = ("late_dropped", "late_diverted", "partially_late")
+
     def save_to_snapshot(self):
-        return {"engine": self.engine.snapshot_state(), "forwarded": self.forwarded}
+        stats = self.engine.stats
+        return {"engine": self.engine.snapshot_state(), "forwarded": self.forwarded, "queue": list(self.queue),
+                "late_queue": list(self.late_queue), "index": self.index,
+                "stats": {k: getattr(stats, k) for k in self._COUNTERS}}
 
     def restore_from_snapshot(self, state) -> None:
         self.engine.restore_state(state["engine"])
         self.forwarded = state["forwarded"]
+        self.queue = deque(state["queue"])
+        self.late_queue = deque(state["late_queue"])
+        self.index = state["index"]
+        for k, v in state["stats"].items():
+            setattr(self.engine.stats, k, v)
