@@ -109,12 +109,11 @@ class Materializer(ABC):
         cannot share one. Timer tests use ``Materializer.local(clock=ManualClock())``."""
         from .._impl.actors.ray_materializer import RayMaterializer
 
-        if settings.get("checkpoint") is not None:
-            raise NotImplementedError(
-                "Materializer.ray(checkpoint=...): checkpoints run on Materializer.local() so far; the Ray side "
-                "(barriers over actor channels, recovery with new actors) is the next step of the checkpoint work"
-            )
-        settings.pop("checkpoint", None)
+        from ..checkpoint.settings import CheckpointSettings
+
+        checkpoint = settings.get("checkpoint")
+        if checkpoint is not None and not isinstance(checkpoint, CheckpointSettings):
+            raise TypeError(f"Materializer.ray: checkpoint must be a CheckpointSettings, got {checkpoint!r}")
         return RayMaterializer(address=address, **settings)
 
     # ------------------------------------------------------------------ running

@@ -676,3 +676,16 @@ def test_plain_graphs_carry_no_timestamps_across_islands(mat, monkeypatch):
     Source.range(0, 50).with_timestamps(lambda x: x).island().tumbling_window(10).run_with(Sink.seq(), mat) \
         .result(T)
     assert seen != []
+
+
+def test_timestamps_assigned_after_an_island_boundary():
+    # the chunk that crosses the boundary has no timestamps yet: the channel must carry None for each element
+    # (the demo's shape: Source.from_spark(...).island().with_timestamps(...); it failed the island before)
+    from atoll import Materializer, Sink, Source
+
+    m = Materializer.local()
+    try:
+        out = Source.range(0, 3).island().with_timestamps(lambda e: e).run_with(Sink.seq(), m).result(5)
+    finally:
+        m.shutdown()
+    assert out == [0, 1, 2]

@@ -14,18 +14,30 @@ from __future__ import annotations
 
 import logging
 import queue
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Dict, List, Optional
 
 import ray
 
 from ..islands.boundaries import InputBoundary, OutputBoundary
-from ..islands.island_assembly import assemble_island
+from ...checkpoint.snapshot import dumps
+from ...checkpoint.storage import CheckpointStorage
+from ..islands.checkpoint_coordinator import blob_name
+from ..islands.checkpointer import IslandCheckpointer, ended_cleanly, replay_in_flight
+from ..islands.island_assembly import assemble_island, island_fingerprint
 from ..islands.island_plan import IslandPlan
 from ..islands.thread_host import ThreadHost
 from .codec import decode_message
 from .exports import ExportTable
-from .messages import FutureCompleted, FutureFailed, IslandEnded, PollEvent
+from .messages import (
+    CheckpointAcked,
+    CheckpointDeclined,
+    FinalSnapshot,
+    FutureCompleted,
+    FutureFailed,
+    IslandEnded,
+    PollEvent,
+)
 from .refs import RemotePublisherRef, RemoteSubscriberRef
 from .portable import portable_exception
 
@@ -75,16 +87,29 @@ class IslandActor:
         self.exports = ExportTable()
         self.events: "queue.Queue" = queue.Queue()
         self.ended = False
+        self.checkpoint: Optional[dict] = None
+        self.writer: Optional[ThreadPoolExecutor] = None
 
     # ------------------------------------------------------------------ lifecycle
     @ray.method(concurrency_group="control")
-    def start(self, plan: IslandPlan, peers: Dict[int, Any], settings) -> List[Any]:
-        """Build the island from ``plan``; returns the exported materialized values."""
+    def start(self, plan: IslandPlan, peers: Dict[int, Any], settings, checkpoint: Optional[dict] = None,
+              restore: Any = None) -> List[Any]:
+        """Build the island from ``plan``; returns the exported materialized values. ``checkpoint``: where the
+        graph's checkpoints go (``storage``, ``graph``, ``attempt``), None without checkpoints; ``restore``: the
+        island's ``IslandSnapshot`` to start from."""
         me = ray.get_runtime_context().current_actor
         host = ThreadHost(plan.name, event_limit=settings.event_limit)
         transport = ActorTransport(me, peers, settings)
-        island = assemble_island(plan, transport, host, _ActorContextMaterializer(settings), settings)
+        island = assemble_island(plan, transport, host, _ActorContextMaterializer(settings), settings, restore=restore)
         host.interpreter = island.interpreter
+        if island.replays:
+            host.before_init = lambda: replay_in_flight(island.replays)
+        if checkpoint is not None:
+            self.checkpoint = checkpoint
+            self.writer = ThreadPoolExecutor(1, thread_name_prefix=f"atoll-ckpt-{plan.name}")
+            host.checkpointer = IslandCheckpointer(host, island.interpreter, plan.index, plan.name, island.keys,
+                                                   island_fingerprint(plan), self._checkpoint_report,
+                                                   attempt=checkpoint.get("attempt", 0))
         self.outputs = island.outputs
         self.inputs = island.inputs
         self.exports.on_future_done = self._future_done
@@ -99,9 +124,61 @@ class IslandActor:
         channel signal can reach an island before its boundaries exist)."""
         self.host.start()
 
+    # ------------------------------------------------------------------ checkpoints
+    def _checkpoint_report(self, kind: str, island: int, n: int, payload: Any) -> None:
+        """The island's checkpointer answered checkpoint ``n`` (island thread): write the blob off that thread."""
+        if kind == "ack":
+            self.writer.submit(self._write_blob, island, n, payload)
+        else:
+            self.events.put(CheckpointDeclined(n, portable_exception(payload)))
+
+    def _write_blob(self, island: int, n: int, data: bytes) -> None:
+        ck = self.checkpoint
+        try:
+            storage = CheckpointStorage(ck["storage"], ck["graph"])
+            entry = storage.write_blob(n, blob_name(island, ck.get("attempt", 0)), data)
+        except BaseException as e:  # noqa: BLE001 - a failed write declines the checkpoint
+            self.events.put(CheckpointDeclined(n, portable_exception(e)))
+            return
+        self.events.put(CheckpointAcked(n, entry))
+
+    @ray.method(concurrency_group="control")
+    def inject_checkpoint(self, n: int) -> None:
+        """The coordinator triggered checkpoint ``n``."""
+        if self.host is not None and self.host.checkpointer is not None:
+            self.host.post(self.host.checkpointer.inject, n)
+
+    @ray.method(concurrency_group="control")
+    def abort_checkpoint(self, n: int) -> None:
+        """The coordinator gave checkpoint ``n`` up."""
+        if self.host is not None and self.host.checkpointer is not None:
+            self.host.post(self.host.checkpointer.abort, n)
+
+    @ray.method(concurrency_group="control")
+    def checkpoint_status(self) -> dict:
+        cp = self.host.checkpointer if self.host is not None else None
+        return cp.status() if cp is not None else {"checkpoint": None}
+
+    #: how long an ended island waits for its last channel calls to be delivered before it reports its end
+    DELIVERY_WAIT = 10.0
+
     def _island_done(self, host) -> None:
         self.ended = True
         err = host.error
+        # The driver kills the actor once it hears of the end: the subscription, last frame and terminal
+        # calls this island sent must have reached their islands first, or a subscriber never completes.
+        sent = [r for b in self.outputs.values() if isinstance(b.subscriber, RemoteSubscriberRef)
+                for r in b.subscriber.in_flight()]
+        if sent:
+            ray.wait(sent, num_returns=len(sent), timeout=self.DELIVERY_WAIT)
+        cp = host.checkpointer
+        if cp is not None:
+            self.writer.shutdown(wait=True)  # acks of checkpoints cut before the end go out first
+            if host.state == "completed" and ended_cleanly(host.interpreter):
+                try:
+                    self.events.put(FinalSnapshot(dumps(cp.snapshot(0, finished=True), cp._describe)))
+                except Exception as e:  # noqa: BLE001 - no final snapshot: later checkpoints cannot complete
+                    log.warning("island %s: final snapshot failed: %r", self.name, e)
         copies = self.exports.detach()
         self.events.put(IslandEnded(host.state, portable_exception(err) if err is not None else None, copies))
 

@@ -39,7 +39,31 @@ class IslandEnded:
     copies: Dict[int, Any]
 
 
-PollEvent = Union[FutureCompleted, FutureFailed, IslandEnded]
+@dataclass(frozen=True, slots=True)
+class CheckpointAcked:
+    """The island cut checkpoint ``checkpoint_id`` and wrote its blob: ``entry`` is its manifest entry."""
+
+    checkpoint_id: int
+    entry: Dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDeclined:
+    """The island could not take its part of checkpoint ``checkpoint_id`` (``reason``, portable)."""
+
+    checkpoint_id: int
+    reason: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class FinalSnapshot:
+    """The island ended cleanly: ``data`` is its final snapshot (answers every later checkpoint); sent
+    right before ``IslandEnded``."""
+
+    data: bytes
+
+
+PollEvent = Union[FutureCompleted, FutureFailed, IslandEnded, CheckpointAcked, CheckpointDeclined, FinalSnapshot]
 
 
 # ---------------------------------------------------------------------------------------------- handle calls

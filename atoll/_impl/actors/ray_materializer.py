@@ -21,13 +21,16 @@ from ...materializer import phased
 from ...materializer.debug import stderr_debug
 from ...materializer.mat_values import resolve
 from ...materializer.materializer import Materializer, MaterializerSettings
+from ...checkpoint.storage import CheckpointStorage
+from ..islands.checkpoint_coordinator import CheckpointCoordinator
+from ..islands.checkpoint_setup import check_checkpointable, check_restorable, graph_name, load_restore, plan_stage_logics
 from ..islands.island_plan import GraphBuild
 from ..ops.kill_switch import Abort, KillSwitchStage, Shutdown, SwitchCommand
 from .exports import ExportedHandle, RemoteKillSwitch, import_value
 from .island_actor import IslandActor
 from ...materializer.driver_prep import DriverContext
 from .plan import RecordingPhase
-from .running import RayRunningGraph, _Island
+from .running import RayIslandPort, RayRunningGraph, _Island
 
 log = logging.getLogger("atoll.ray")
 
@@ -83,8 +86,9 @@ class RayMaterializer(Materializer):
     node's cluster); ``ray_init``: extra ``ray.init`` keyword arguments; other keywords are settings
     (``input_buffer``, ``channel_window``, ``start_timeout``, ``fusion`` ...)."""
 
-    def __init__(self, address: Optional[str] = None, ray_init: Optional[dict] = None, **settings):
+    def __init__(self, address: Optional[str] = None, ray_init: Optional[dict] = None, checkpoint=None, **settings):
         super().__init__(RaySettings(**settings))
+        self.checkpoint = checkpoint
         self.address = address
         ensure_ray(address, **(ray_init or {}))
 
@@ -100,19 +104,20 @@ class RayMaterializer(Materializer):
 
     def materialize(self, graph, name: Optional[str] = None, restore_from: Any = None) -> Any:
         self._check_open()
-        if restore_from is not None:
-            raise NotImplementedError("Materializer.ray(): restore_from is not supported yet; restore a checkpoint "
-                                      "with Materializer.local() (the Ray side of checkpoints is the next step)")
         driver = DriverContext(self, remote=True)
         try:
-            return self._materialize(graph, driver, name)
+            return self._materialize(graph, driver, name, restore_from)
         except BaseException:
             driver.abort()
             raise
 
-    def _materialize(self, graph, driver: DriverContext, name: Optional[str] = None) -> Any:
-        build = GraphBuild(self, name)
+    def _materialize(self, graph, driver: DriverContext, name: Optional[str] = None, restore_from: Any = None) -> Any:
+        checkpointing = self.checkpoint is not None
+        build = GraphBuild(self, graph_name(name, checkpointing))
         settings = self.settings
+        restored_from = restore_storage = snapshots = None
+        if restore_from is not None:
+            restore_storage, restored_from, snapshots = load_restore(restore_from)
         mat, phases = phased.materialize(
             graph.builder.traversal,
             lambda tag, attrs, index: RecordingPhase(build, attrs, index),
@@ -121,6 +126,18 @@ class RayMaterializer(Materializer):
             driver,
         )
         phases = [p for p in phases if not p.is_empty]
+        ckpt = None
+        if snapshots is not None:
+            check_restorable(phases, snapshots, f"checkpoint {restored_from} of {restore_storage.base}")
+        if checkpointing or snapshots is not None:
+            check_checkpointable([(p.name, plan_stage_logics(p.finish_plan())) for p in phases], build.plans)
+        if checkpointing:
+            storage = CheckpointStorage(self.checkpoint.storage, build.name)
+            storage.check_writable()
+            first_id = max(storage.checkpoint_ids(complete_only=False), default=0) + 1
+            if restored_from is not None:
+                first_id = max(first_id, restored_from + 1)
+            ckpt = {"storage": self.checkpoint.storage, "graph": build.name, "attempt": 0}
         actors: Dict[int, Any] = {}
         islands = []
         for p in phases:
@@ -128,7 +145,8 @@ class RayMaterializer(Materializer):
             actor = IslandActor.options(**opts).remote(p.name)
             actors[p.index] = actor
             islands.append(_Island(p.index, p.name, actor, p.options))
-        starts = [actors[p.index].start.remote(p.finish_plan(), actors, settings) for p in phases]
+        starts = [actors[p.index].start.remote(p.finish_plan(), actors, settings, ckpt,
+                                               snapshots.get(p.index) if snapshots else None) for p in phases]
         ready, pending = ray.wait(starts, num_returns=len(starts), timeout=settings.start_timeout)
         if pending:
             stuck = [p for p, ref in zip(phases, starts) if ref in pending]
@@ -150,6 +168,14 @@ class RayMaterializer(Materializer):
                 self._kill(actors)
                 raise MaterializationError(f"island {p.name} failed to start: {e}") from None
         running = RayRunningGraph(build.name, islands, self._unregister)
+        if checkpointing:
+            same_place = restore_storage is not None and restore_storage.base == storage.base
+            coordinator = CheckpointCoordinator(
+                self.checkpoint, storage, build.name, [(i.index, i.name, RayIslandPort(i.actor)) for i in islands],
+                restored_from=restored_from if same_place else None, first_id=first_id)
+            coordinator.on_give_up = running.cancel
+            running.attach_checkpoints(coordinator, self.checkpoint)
+            coordinator.start()
         for hold in driver.holds:
             hold.bind(running.hold(hold.phase.index))
         for fn in driver.hand_over():

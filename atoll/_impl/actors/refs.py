@@ -44,9 +44,11 @@ class RemotePublisherRef:
 
 
 class RemoteSubscriberRef:
-    """The subscriber end of channel ``ch`` as seen from the publishing island."""
+    """The subscriber end of channel ``ch`` as seen from the publishing island. It keeps the object refs of its
+    last frame and of its subscription and terminal calls, so that the island can wait for them to be
+    delivered before it ends (an actor killed with calls still queued in it would lose them)."""
 
-    __slots__ = ("actor", "ch")
+    __slots__ = ("actor", "ch", "sent")
 
     #: the publisher keeps at most ``window`` unconfirmed frames in flight
     windowed = True
@@ -54,19 +56,24 @@ class RemoteSubscriberRef:
     def __init__(self, actor, ch: int):
         self.actor = actor
         self.ch = ch
+        self.sent = [None, None, None]  # on_subscribe, the last frame, the terminal call
 
     def on_subscribe(self, _local_publisher) -> None:
-        self.actor.on_subscribe.remote(self.ch)
+        self.sent[0] = self.actor.on_subscribe.remote(self.ch)
 
     def on_next(self, seq: int, frame: list) -> None:
         payload, refs = encode_message(self.ch, seq, frame)
         if refs:
-            self.actor.on_frame_with_refs.remote(payload, refs)
+            self.sent[1] = self.actor.on_frame_with_refs.remote(payload, refs)
         else:
-            self.actor.on_frame.remote(payload)  # one argument: the cheapest call
+            self.sent[1] = self.actor.on_frame.remote(payload)  # one argument: the cheapest call
 
     def on_complete(self) -> None:
-        self.actor.on_complete.remote(self.ch)
+        self.sent[2] = self.actor.on_complete.remote(self.ch)
 
     def on_error(self, exc: BaseException) -> None:
-        self.actor.on_error.remote(self.ch, portable_exception(exc))
+        self.sent[2] = self.actor.on_error.remote(self.ch, portable_exception(exc))
+
+    def in_flight(self) -> list:
+        """The refs of the calls whose delivery the island waits for when it ends."""
+        return [r for r in self.sent if r is not None]

@@ -20,7 +20,7 @@ from ...errors import AbruptTerminationError, IslandDiedError
 from ...materializer.running_graph import RunningGraphBase
 from ..ops.base import complete_promise, fail_promise, new_promise
 from .exports import ExportedFuture
-from .messages import FutureCompleted, FutureFailed, IslandEnded
+from .messages import CheckpointAcked, CheckpointDeclined, FinalSnapshot, FutureCompleted, FutureFailed, IslandEnded
 
 log = logging.getLogger("atoll.ray")
 
@@ -61,7 +61,7 @@ def _monitor() -> _MonitorThread:
 
 class _Island:
     __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable",
-                 "holds", "kill_pending")
+                 "holds", "kill_pending", "final")
 
     def __init__(self, index: int, name: str, actor, options: dict):
         self.index = index
@@ -76,6 +76,27 @@ class _Island:
         self.unavailable = 0
         self.holds = 0  # IslandHolds not yet released: the actor stays until they are
         self.kill_pending = False
+        self.final: Optional[bytes] = None  # checkpoints: the island's final snapshot, once it ended cleanly
+
+
+class RayIslandPort:
+    """How the checkpoint coordinator reaches an island actor."""
+
+    __slots__ = ("actor",)
+
+    STATUS_TIMEOUT = 5.0
+
+    def __init__(self, actor):
+        self.actor = actor
+
+    def inject(self, checkpoint_id: int) -> None:
+        self.actor.inject_checkpoint.remote(checkpoint_id)
+
+    def abort(self, checkpoint_id: int) -> None:
+        self.actor.abort_checkpoint.remote(checkpoint_id)
+
+    def status(self) -> dict:
+        return ray.get(self.actor.checkpoint_status.remote(), timeout=self.STATUS_TIMEOUT)
 
 
 class RayRunningGraph(RunningGraphBase):
@@ -150,7 +171,17 @@ class RayRunningGraph(RunningGraphBase):
                     fut = island.futures.get(fid)
                     if fut is not None:
                         fail_promise(fut, error)
+                case CheckpointAcked(checkpoint_id=n, entry=entry):
+                    if self._coordinator is not None:
+                        self._coordinator.report("ack", island.index, n, entry)
+                case CheckpointDeclined(checkpoint_id=n, reason=reason):
+                    if self._coordinator is not None:
+                        self._coordinator.report("decline", island.index, n, reason)
+                case FinalSnapshot(data=data):
+                    island.final = data
                 case IslandEnded(state=state, error=error, copies=copies):
+                    if self._coordinator is not None:
+                        self._coordinator.island_ended(island.index, island.final, island.final is None)
                     self._island_ended(island, state, error, copies)
                     return
                 case _:
@@ -208,6 +239,8 @@ class RayRunningGraph(RunningGraphBase):
         first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
         err = IslandDiedError(island.name, f"{type(cause).__name__}: {first_line}".rstrip(": "))
         island.error = err
+        if self._coordinator is not None:
+            self._coordinator.island_ended(island.index, None, True)
         for proxy in island.handles.values():
             proxy._detached(None)
         log.warning("island %s died: %r", island.name, cause)

@@ -256,7 +256,8 @@ class OutputBoundary(GraphStageLogic, InHandler):
             frame.extend(chunk)
             self.demand -= len(chunk)
             if self.frame_ts is not None:
-                self.frame_ts.extend(self._ts)
+                ts = self._ts  # None when the chunk's elements carry no timestamps (before any assigner)
+                self.frame_ts.extend(ts if ts is not None else [None] * len(chunk))
         else:
             frame.append(self.grab(self.in_))
             self.demand -= 1

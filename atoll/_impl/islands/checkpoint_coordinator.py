@@ -28,11 +28,35 @@ from ...errors import CheckpointError, CheckpointTimeoutError
 log = logging.getLogger("atoll.checkpoint")
 
 
-class _Island:
-    __slots__ = ("index", "name", "host", "checkpointer", "final", "failed")
+def blob_name(island: int, attempt: int) -> str:
+    """The file of island ``island``'s part of a checkpoint (the attempt in the name: a zombie of an older
+    attempt can never overwrite a newer one's blob)."""
+    return f"island-{island:03d}-a{attempt}.bin"
 
-    def __init__(self, index, name, host, checkpointer):
-        self.index, self.name, self.host, self.checkpointer = index, name, host, checkpointer
+
+class LocalIslandPort:
+    """How the coordinator reaches an island running on a thread of this process."""
+
+    __slots__ = ("host", "checkpointer")
+
+    def __init__(self, host, checkpointer):
+        self.host, self.checkpointer = host, checkpointer
+
+    def inject(self, checkpoint_id: int) -> None:
+        self.host.post(self.checkpointer.inject, checkpoint_id)
+
+    def abort(self, checkpoint_id: int) -> None:
+        self.host.post(self.checkpointer.abort, checkpoint_id)
+
+    def status(self) -> dict:
+        return self.checkpointer.status()
+
+
+class _Island:
+    __slots__ = ("index", "name", "port", "final", "failed")
+
+    def __init__(self, index, name, port):
+        self.index, self.name, self.port = index, name, port
         self.final: Optional[bytes] = None  # its final snapshot, once it ended normally
         self.failed = False
 
@@ -49,8 +73,9 @@ class _Pending:
 
 
 class CheckpointCoordinator:
-    """Checkpoints of one graph. ``islands``: ``(index, name, host, checkpointer)`` per island;
-    ``fingerprint``: per island index its stage list (stored in each manifest)."""
+    """Checkpoints of one graph. ``islands``: ``(index, name, port)`` per island, the port being how the
+    island is reached (``inject``, ``abort``, ``status``: ``LocalIslandPort`` or the Ray actor's). An island
+    answers with the bytes of its snapshot (written here) or with the manifest entry of a blob it wrote."""
 
     def __init__(self, settings: CheckpointSettings, storage: CheckpointStorage, graph: str, islands: List[tuple],
                  restored_from: Optional[int] = None, first_id: int = 1, attempt: int = 0):
@@ -58,7 +83,7 @@ class CheckpointCoordinator:
         self.storage = storage
         self.graph = graph
         self.attempt = attempt
-        self.islands: Dict[int, _Island] = {i: _Island(i, name, host, cp) for i, name, host, cp in islands}
+        self.islands: Dict[int, _Island] = {i: _Island(i, name, port) for i, name, port in islands}
         self.restored_from = restored_from
         self._next_id = first_id
         self._events: SimpleQueue = SimpleQueue()
@@ -116,7 +141,10 @@ class CheckpointCoordinator:
             if isl.final is not None or isl.failed:
                 islands[isl.name] = {"state": "ended"}
             else:
-                islands[isl.name] = isl.checkpointer.status()
+                try:
+                    islands[isl.name] = isl.port.status()
+                except Exception as e:  # noqa: BLE001 - an island that cannot answer says so
+                    islands[isl.name] = {"state": f"no answer: {e!r}"}
         return {
             "in_progress": None if p is None else p.id,
             "answered": [] if p is None else sorted(self.islands[i].name for i in p.entries),
@@ -210,11 +238,13 @@ class CheckpointCoordinator:
                 if self._pending is not p:
                     return
             else:
-                isl.host.post(isl.checkpointer.inject, n)
+                isl.port.inject(n)
 
-    def _store(self, p: _Pending, island: int, data: bytes, finished: bool) -> None:
-        name = f"island-{island:03d}-a{self.attempt}.bin"
-        entry = self.storage.write_blob(p.id, name, data)
+    def _store(self, p: _Pending, island: int, data: Any, finished: bool) -> None:
+        if isinstance(data, dict):
+            entry = dict(data)  # the island wrote its blob itself
+        else:
+            entry = self.storage.write_blob(p.id, blob_name(island, self.attempt), data)
         entry["finished"] = finished
         p.entries[island] = entry
         if len(p.entries) == len(self.islands):
@@ -258,7 +288,10 @@ class CheckpointCoordinator:
         self._last_end = time.monotonic()
         for isl in self.islands.values():
             if isl.final is None and not isl.failed:
-                isl.host.post(isl.checkpointer.abort, p.id)
+                try:
+                    isl.port.abort(p.id)
+                except Exception as e:  # noqa: BLE001 - an island gone meanwhile has nothing to release
+                    log.debug("graph %s: abort of checkpoint %d at %s: %r", self.graph, p.id, isl.name, e)
         try:
             self.storage.delete(p.id)
         except Exception as e:  # noqa: BLE001
@@ -274,8 +307,13 @@ class CheckpointCoordinator:
 
     def _timeout(self) -> None:
         p = self._pending
-        waiting = {isl.name: isl.checkpointer.status() for i, isl in self.islands.items()
-                   if i not in p.entries and isl.final is None}
+        waiting = {}
+        for i, isl in self.islands.items():
+            if i not in p.entries and isl.final is None:
+                try:
+                    waiting[isl.name] = isl.port.status()
+                except Exception as e:  # noqa: BLE001
+                    waiting[isl.name] = f"no answer: {e!r}"
         self._abort(CheckpointTimeoutError(
             f"checkpoint {p.id} of graph {self.graph} did not complete within {self.settings.timeout}s; "
             f"islands that have not answered: {waiting}"

@@ -28,9 +28,11 @@ from ...checkpoint.snapshot import InFlight, IslandSnapshot, dumps
 from ...stage.checkpointing import NO_STATE
 from ...stage.handlers import OutHandler
 from ...stage.logic import _Emitting, _EmittingCompletion, _EmittingIterator, _EmittingSignal, _EmittingSingle
+from ...errors import NonFailureCancellation
 from ...stage._connection import (
     EMPTY,
     IN_CLOSED,
+    IN_FAILED,
     OUT_CLOSED,
     OUT_READY,
     PULL_END_FLIP,
@@ -372,6 +374,17 @@ class IslandCheckpointer:
             "waiting_for": [b.stage_name for b in self.inputs if b.blocked_at != self.pending and not b.delivered_all],
             "not_ready": self.waiting_since,
         }
+
+
+def ended_cleanly(interpreter) -> bool:
+    """No failure travelled through the island: no connection failed, none was cancelled with an error."""
+    for conn in interpreter.connections:
+        if conn.state & IN_FAILED:
+            return False
+        slot = conn.slot
+        if type(slot) is Cancelled and not isinstance(slot.cause, NonFailureCancellation):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------- restore

@@ -10,7 +10,7 @@ from ...materializer.materializer import Materializer, MaterializerSettings
 from ...materializer.mat_values import resolve
 from ...materializer.running_graph import RunningGraph
 from .island_plan import GraphBuild
-from .local_checkpoints import (
+from .checkpoint_setup import (
     check_checkpointable,
     check_restorable,
     graph_name,
@@ -69,7 +69,8 @@ class LocalMaterializer(Materializer):
             if build.restore is not None:
                 check_restorable(phases, build.restore, f"checkpoint {restored_from} of {restore_storage.base}")
             if checkpointing or build.restore is not None:
-                check_checkpointable(phases, build.plans)
+                check_checkpointable([(p.name, p.stage_logics()) for p in phases if p.assembled is not None],
+                                     build.plans)
             value = resolve(mat, materialized_values(phases))
         except BaseException:
             driver.abort()

@@ -1,5 +1,6 @@
-"""Checkpoints of a local graph: reading a checkpoint to restore, checking that a graph can be checkpointed,
-and wiring each island's checkpointer to the graph's coordinator (islands are threads of this process)."""
+"""Setting a graph up for checkpoints, for both materializers: reading the checkpoint to restore, checking that
+the graph can be checkpointed and restored (before anything runs), and, for local graphs, wiring each island's
+checkpointer to the graph's coordinator (islands are threads of this process)."""
 from __future__ import annotations
 
 import uuid
@@ -8,13 +9,13 @@ from typing import Any, Dict, List, Optional, Tuple
 from ...checkpoint.settings import CheckpointSettings
 from ...checkpoint.snapshot import dumps, loads
 from ...checkpoint.storage import CheckpointStorage, locate
-from ...errors import CheckpointMismatchError, CheckpointNotSupportedError, NonFailureCancellation
-from ...stage._connection import IN_FAILED, Cancelled
+from ...errors import CheckpointMismatchError, CheckpointNotSupportedError
 from ...stage.checkpointing import checkpoint_refusal
-from .checkpoint_coordinator import CheckpointCoordinator
-from .checkpointer import IslandCheckpointer, replay_in_flight
+from .checkpoint_coordinator import CheckpointCoordinator, LocalIslandPort
+from .checkpointer import IslandCheckpointer, ended_cleanly, replay_in_flight
 from .feedback import cross_island_cycles
-from .island_assembly import island_fingerprint
+from .island_assembly import create_stage, island_fingerprint
+from .island_plan import AddStage
 
 
 def graph_name(name: Optional[str], checkpointing: bool) -> Optional[str]:
@@ -53,16 +54,15 @@ def check_restorable(phases: List[Any], snapshots: Dict[int, Any], where: str) -
             )
 
 
-def check_checkpointable(phases: List[Any], plans: List[Any]) -> None:
-    """Refuse, before anything runs, a graph that checkpoints could not restore exactly."""
+def check_checkpointable(islands: List[Tuple[str, List[Tuple[Any, Any]]]], plans: List[Any]) -> None:
+    """Refuse, before anything runs, a graph that checkpoints could not restore exactly. ``islands``: per island
+    its name and the ``(module, logic)`` of its stages."""
     refused = []
-    for p in phases:
-        if p.is_empty or p.assembled is None:
-            continue
-        for step_module, logic in p.stage_logics():
+    for name, stages in islands:
+        for step_module, logic in stages:
             why = checkpoint_refusal(logic, step_module)
             if why is not None:
-                refused.append(f"{logic.stage_name} ({type(logic).__name__}) in island {p.name}: {why}")
+                refused.append(f"{logic.stage_name} ({type(logic).__name__}) in island {name}: {why}")
     if refused:
         raise CheckpointNotSupportedError("checkpoints cannot restore these stages:\n  " + "\n  ".join(refused))
     cycles = cross_island_cycles(plans)
@@ -71,6 +71,13 @@ def check_checkpointable(phases: List[Any], plans: List[Any]) -> None:
             f"a cycle runs through islands {list(cycles[0])}: checkpoints support cycles inside one island only "
             "(a barrier sent round a loop between islands would wait for itself); remove the .island() inside the loop"
         )
+
+
+def plan_stage_logics(plan: Any) -> List[Tuple[Any, Any]]:
+    """``(module, logic)`` of the plan's stages, the logics created here only to be checked (Ray islands create
+    their logics in their actors; a logic's constructor starts nothing)."""
+    return [(step.module, create_stage(step.module, step.attributes)[0]) for step in plan.steps
+            if isinstance(step, AddStage)]
 
 
 def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any], running: Any,
@@ -94,23 +101,12 @@ def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any],
         cp = IslandCheckpointer(p.host, assembled.interpreter, p.index, p.name, assembled.keys,
                                 island_fingerprint(p.plan), report)
         p.host.checkpointer = cp
-        islands.append((p.index, p.name, p.host, cp))
+        islands.append((p.index, p.name, LocalIslandPort(p.host, cp)))
     same_place = restore_storage is not None and restore_storage.base == storage.base
     coordinator = CheckpointCoordinator(settings, storage, name, islands,
                                         restored_from=restored_from if same_place else None, first_id=first)
     coordinator.on_give_up = running.cancel
     return coordinator
-
-
-def ended_cleanly(interpreter) -> bool:
-    """No failure travelled through the island: no connection failed, none was cancelled with an error."""
-    for conn in interpreter.connections:
-        if conn.state & IN_FAILED:
-            return False
-        slot = conn.slot
-        if type(slot) is Cancelled and not isinstance(slot.cause, NonFailureCancellation):
-            return False
-    return True
 
 
 def island_end_hook(coordinator: CheckpointCoordinator, phase: Any):

@@ -1,0 +1,84 @@
+"""Checkpoints on Materializer.ray: barriers cross actor channels, island actors write their blobs, the driver's
+coordinator writes the manifest; restore_from starts new actors from the checkpoint. Automatic recovery after an
+island dies is not built yet (see the issue's closing note)."""
+from __future__ import annotations
+
+import operator
+import os
+
+import pytest
+
+from atoll import CheckpointNotSupportedError, CheckpointSettings, Flow, Keep, Materializer, Sink, Source
+from atoll.testkit import TestSink
+
+from ray_helpers import wait_no_island_actors
+
+N = 1000
+
+
+def _graph():
+    return (Source.range(0, N).map(lambda x: x + 1).island().map(lambda x: x * 2).island()
+            .to_mat(TestSink.probe(), Keep.right))
+
+
+def _rest(probe) -> list:
+    probe.request(10 * N)
+    got = []
+    while True:
+        ev = probe.expect_event()
+        if ev[0] != "next":
+            assert ev[0] == "complete", ev
+            return got
+        got.append(ev[1])
+
+
+@pytest.fixture(scope="module")
+def ckpt_mat(ray_session, tmp_path_factory):
+    m = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(storage=str(tmp_path_factory.mktemp("ck"))))
+    yield m
+    m.shutdown()
+
+
+@pytest.mark.parametrize("after", [1, 10, 500])
+def test_a_ray_graph_stopped_with_a_checkpoint_restores_exactly(ckpt_mat, ray_mat, after):
+    probe = _graph().run(ckpt_mat, name=f"stop-{after}")
+    probe.request(after)
+    got = probe.expect_next_n(after)
+    g = ckpt_mat.running_graph(f"stop-{after}")
+    info = g.stop_with_checkpoint(timeout=30)
+    assert sorted(os.listdir(info.path)) == ["_MANIFEST.json", "island-000-a0.bin", "island-001-a0.bin",
+                                             "island-002-a0.bin"]
+    assert g.wait(30)
+    rest = _rest(_graph().run(ray_mat, restore_from=info))
+    assert got + rest == [2 * (x + 1) for x in range(N)]
+    assert wait_no_island_actors() == []
+
+
+def test_a_fold_checkpointed_while_it_runs_restores_to_the_same_total(ckpt_mat, ray_mat):
+    n = 300_000
+    graph = Source.range(0, n).island().map(lambda x: x % 7).island().to_mat(Sink.fold(0, operator.add), Keep.right)
+    total = graph.run(ckpt_mat, name="fold")
+    try:
+        info = ckpt_mat.running_graph("fold").stop_with_checkpoint(timeout=30)
+    except LookupError:  # the machine was fast enough to finish first: nothing to restore
+        assert total.result(30) == sum(x % 7 for x in range(n))
+        return
+    assert graph.run(ray_mat, restore_from=info).result(60) == sum(x % 7 for x in range(n))
+    assert wait_no_island_actors() == []
+
+
+def test_repeated_checkpoints_on_ray_keep_ids_and_the_stream(ckpt_mat):
+    probe = _graph().run(ckpt_mat, name="repeat")
+    probe.request(5)
+    probe.expect_next_n(5)
+    g = ckpt_mat.running_graph("repeat")
+    assert [g.checkpoint_now(timeout=30).id for _ in range(3)] == [1, 2, 3]
+    assert _rest(probe) == [2 * (x + 1) for x in range(5, N)]
+    assert g.wait(30)
+    assert wait_no_island_actors() == []
+
+
+def test_refused_before_any_actor_starts(ckpt_mat):
+    with pytest.raises(CheckpointNotSupportedError, match="from_iterator"):
+        Source.from_iterator(lambda: iter(range(3))).island().map(lambda x: x).run_with(Sink.seq(), ckpt_mat)
+    assert wait_no_island_actors() == []
