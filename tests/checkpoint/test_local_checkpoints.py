@@ -410,6 +410,6 @@ def test_bad_settings_name_the_argument():
         Source.single(1).to(Sink.ignore()).run(Materializer.local(checkpoint=CheckpointSettings()), name="a/b")
 
 
-def test_checkpoints_on_ray_say_they_are_not_built_yet():
-    with pytest.raises(NotImplementedError, match="Materializer.local"):
-        Materializer.ray(checkpoint=CheckpointSettings())
+def test_ray_checkpoint_settings_are_checked_before_ray_starts():
+    with pytest.raises(TypeError, match="checkpoint must be a CheckpointSettings"):
+        Materializer.ray(checkpoint=5.0)
