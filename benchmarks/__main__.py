@@ -41,6 +41,8 @@ BENCHMARKS: Dict[str, Tuple[str, str]] = {
              "10^5 ints through a ~2 ms/batch-of-64 model on 2 actors: map_pool vs Ray Data map_batches, ActorPool"),
     "async": ("benchmarks.async_map",
               "10^5 ints through an async def sleeping 1 ms, 64 in flight: map_async vs asyncio Semaphore+gather"),
+    "checkpoint": ("benchmarks.checkpoint",
+                   "3*10^6 ints through 3 islands into a fold: checkpoint every 1 s vs off; checkpoint latency"),
 }
 
 
