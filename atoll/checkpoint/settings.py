@@ -105,6 +105,16 @@ class CheckpointInfo:
     islands: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     finished_islands: List[str] = field(default_factory=list)
 
+    @classmethod
+    def from_manifest(cls, manifest: Dict[str, Any], path: str, completed: Optional[float] = None) -> "CheckpointInfo":
+        """The info a checkpoint's manifest (``_MANIFEST.json``, at ``path``) describes."""
+        islands = {e.get("name", i): e for i, e in manifest["islands"].items()}
+        return cls(id=manifest["checkpoint_id"], graph=manifest["graph"], path=path, attempt=manifest.get("attempt", 0),
+                   started=manifest.get("started", 0.0),
+                   completed=manifest.get("created", 0.0) if completed is None else completed,
+                   bytes=sum(e["size"] for e in islands.values()), islands=islands,
+                   finished_islands=[n for n, e in islands.items() if e.get("finished")])
+
     @property
     def duration(self) -> float:
         """Seconds from the trigger to the manifest being durable."""

@@ -159,12 +159,7 @@ class Materializer(ABC):
         cid = st.latest()
         if cid is None:
             return None
-        m = st.read_manifest(cid)
-        return CheckpointInfo(id=cid, graph=name, path=st.path(cid), attempt=m.get("attempt", 0),
-                              started=m.get("started", 0.0), completed=m.get("created", 0.0),
-                              bytes=sum(e["size"] for e in m["islands"].values()),
-                              islands={e.get("name", i): e for i, e in m["islands"].items()},
-                              finished_islands=[e.get("name", i) for i, e in m["islands"].items() if e.get("finished")])
+        return CheckpointInfo.from_manifest(st.read_manifest(cid), st.path(cid))
 
     @property
     def is_shutdown(self) -> bool:

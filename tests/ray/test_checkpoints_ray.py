@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from atoll import CheckpointNotSupportedError, CheckpointSettings, Flow, Keep, Materializer, Sink, Source
+from atoll import CheckpointNotSupportedError, CheckpointSettings, Keep, Materializer, Sink, Source
 from atoll.testkit import TestSink
 
 from ray_helpers import wait_no_island_actors

@@ -23,7 +23,8 @@ from ..islands.boundaries import InputBoundary, OutputBoundary
 from ...checkpoint.snapshot import dumps
 from ...checkpoint.storage import CheckpointStorage
 from ..islands.checkpoint_coordinator import blob_name
-from ..islands.checkpointer import IslandCheckpointer, ended_cleanly, replay_in_flight
+from ..islands.checkpoint_setup import replay_hook
+from ..islands.checkpointer import IslandCheckpointer, ended_cleanly
 from ..islands.island_assembly import assemble_island, island_fingerprint
 from ..islands.island_plan import IslandPlan
 from ..islands.thread_host import ThreadHost
@@ -102,8 +103,7 @@ class IslandActor:
         transport = ActorTransport(me, peers, settings)
         island = assemble_island(plan, transport, host, _ActorContextMaterializer(settings), settings, restore=restore)
         host.interpreter = island.interpreter
-        if island.replays:
-            host.before_init = lambda: replay_in_flight(island.replays)
+        host.before_init = replay_hook(island)
         if checkpoint is not None:
             self.checkpoint = checkpoint
             self.writer = ThreadPoolExecutor(1, thread_name_prefix=f"atoll-ckpt-{plan.name}")

@@ -21,9 +21,15 @@ from ...materializer import phased
 from ...materializer.debug import stderr_debug
 from ...materializer.mat_values import resolve
 from ...materializer.materializer import Materializer, MaterializerSettings
-from ...checkpoint.storage import CheckpointStorage
-from ..islands.checkpoint_coordinator import CheckpointCoordinator
-from ..islands.checkpoint_setup import check_checkpointable, check_restorable, graph_name, load_restore, plan_stage_logics
+from ..islands.checkpoint_setup import (
+    check_checkpointable,
+    check_restorable,
+    graph_name,
+    load_restore,
+    new_coordinator,
+    open_storage,
+    plan_stage_logics,
+)
 from ..islands.island_plan import GraphBuild
 from ..ops.kill_switch import Abort, KillSwitchStage, Shutdown, SwitchCommand
 from .exports import ExportedHandle, RemoteKillSwitch, import_value
@@ -132,11 +138,7 @@ class RayMaterializer(Materializer):
         if checkpointing or snapshots is not None:
             check_checkpointable([(p.name, plan_stage_logics(p.finish_plan())) for p in phases], build.plans)
         if checkpointing:
-            storage = CheckpointStorage(self.checkpoint.storage, build.name)
-            storage.check_writable()
-            first_id = max(storage.checkpoint_ids(complete_only=False), default=0) + 1
-            if restored_from is not None:
-                first_id = max(first_id, restored_from + 1)
+            storage, first_id = open_storage(self.checkpoint, build.name, restored_from)
             ckpt = {"storage": self.checkpoint.storage, "graph": build.name, "attempt": 0}
         actors: Dict[int, Any] = {}
         islands = []
@@ -169,13 +171,8 @@ class RayMaterializer(Materializer):
                 raise MaterializationError(f"island {p.name} failed to start: {e}") from None
         running = RayRunningGraph(build.name, islands, self._unregister)
         if checkpointing:
-            same_place = restore_storage is not None and restore_storage.base == storage.base
-            coordinator = CheckpointCoordinator(
-                self.checkpoint, storage, build.name, [(i.index, i.name, RayIslandPort(i.actor)) for i in islands],
-                restored_from=restored_from if same_place else None, first_id=first_id)
-            coordinator.on_give_up = running.cancel
-            running.attach_checkpoints(coordinator, self.checkpoint)
-            coordinator.start()
+            ports = [(i.index, i.name, RayIslandPort(i.actor)) for i in islands]
+            new_coordinator(self.checkpoint, storage, first_id, ports, running, restored_from, restore_storage).start()
         for hold in driver.holds:
             hold.bind(running.hold(hold.phase.index))
         for fn in driver.hand_over():

@@ -261,12 +261,7 @@ class CheckpointCoordinator:
             "islands": {str(i): dict(e, name=names[i]) for i, e in sorted(p.entries.items())},
         }
         self.storage.write_manifest(p.id, manifest)
-        info = CheckpointInfo(
-            id=p.id, graph=self.graph, path=self.storage.path(p.id), attempt=self.attempt, started=p.started,
-            completed=time.time(), bytes=sum(e["size"] for e in p.entries.values()),
-            islands={names[i]: e for i, e in p.entries.items()},
-            finished_islands=[names[i] for i, e in p.entries.items() if e["finished"]],
-        )
+        info = CheckpointInfo.from_manifest(manifest, self.storage.path(p.id), completed=time.time())
         with self._completed_lock:
             self._completed.append(info)
             del self._completed[: -self.settings.retained]

@@ -80,15 +80,36 @@ def plan_stage_logics(plan: Any) -> List[Tuple[Any, Any]]:
             if isinstance(step, AddStage)]
 
 
-def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any], running: Any,
-                     restored_from: Optional[int], restore_storage: Optional[CheckpointStorage]) -> CheckpointCoordinator:
-    """Give every island a checkpointer reporting to a new coordinator of the graph (started, with the hosts)."""
+def open_storage(settings: CheckpointSettings, name: str, restored_from: Optional[int]) -> Tuple[CheckpointStorage, int]:
+    """The graph's checkpoint storage (checked writable) and its first checkpoint id: after every id found there
+    and after the one restored from (ids are never reused)."""
     storage = CheckpointStorage(settings.storage, name)
     storage.check_writable()
     first = max(storage.checkpoint_ids(complete_only=False), default=0) + 1
     if restored_from is not None:
         first = max(first, restored_from + 1)
-    islands = []
+    return storage, first
+
+
+def new_coordinator(settings: CheckpointSettings, storage: CheckpointStorage, first_id: int, ports: List[tuple],
+                    running: Any, restored_from: Optional[int],
+                    restore_storage: Optional[CheckpointStorage]) -> CheckpointCoordinator:
+    """The graph's coordinator over ``ports`` (``(index, name, port)`` per island), attached to ``running`` (which
+    it cancels when checkpoints keep failing); the caller starts it. The checkpoint restored from is kept by
+    pruning only when it lies in the same place."""
+    same_place = restore_storage is not None and restore_storage.base == storage.base
+    coordinator = CheckpointCoordinator(settings, storage, storage.graph, ports,
+                                        restored_from=restored_from if same_place else None, first_id=first_id)
+    coordinator.on_give_up = running.cancel
+    running.attach_checkpoints(coordinator, settings)
+    return coordinator
+
+
+def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any], running: Any,
+                     restored_from: Optional[int], restore_storage: Optional[CheckpointStorage]) -> CheckpointCoordinator:
+    """Give every island of a local graph a checkpointer reporting to a new coordinator (started with the hosts)."""
+    storage, first = open_storage(settings, name, restored_from)
+    ports = []
     coordinator = None
 
     def report(kind, island, n, payload):
@@ -101,11 +122,8 @@ def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any],
         cp = IslandCheckpointer(p.host, assembled.interpreter, p.index, p.name, assembled.keys,
                                 island_fingerprint(p.plan), report)
         p.host.checkpointer = cp
-        islands.append((p.index, p.name, LocalIslandPort(p.host, cp)))
-    same_place = restore_storage is not None and restore_storage.base == storage.base
-    coordinator = CheckpointCoordinator(settings, storage, name, islands,
-                                        restored_from=restored_from if same_place else None, first_id=first)
-    coordinator.on_give_up = running.cancel
+        ports.append((p.index, p.name, LocalIslandPort(p.host, cp)))
+    coordinator = new_coordinator(settings, storage, first, ports, running, restored_from, restore_storage)
     return coordinator
 
 
@@ -125,7 +143,8 @@ def island_end_hook(coordinator: CheckpointCoordinator, phase: Any):
     return ended
 
 
-def replay_hook(phase: Any):
-    """Re-push what waited in connections at the restored cut (installed right before the interpreter's init)."""
-    replays = phase.assembled.replays
+def replay_hook(island: Any):
+    """What an island host runs right before its interpreter's init after a restore: the re-push of what waited in
+    connections at the cut (None when nothing did). ``island``: the ``AssembledIsland``."""
+    replays = island.replays
     return (lambda: replay_in_flight(replays)) if replays else None

@@ -81,11 +81,10 @@ class LocalMaterializer(Materializer):
         coordinator = None
         if checkpointing and hosts:
             coordinator = wire_checkpoints(self.checkpoint, build.name, phases, running, restored_from, restore_storage)
-            running.attach_checkpoints(coordinator, self.checkpoint)
         if hosts:
             self._register(running)
         for p in live:
-            p.host.before_init = replay_hook(p) if build.restore is not None else None
+            p.host.before_init = replay_hook(p.assembled)
             if coordinator is not None:
                 end = island_end_hook(coordinator, p)
                 p.host.on_done = lambda h, end=end: (end(h), running.island_ended(h))
