@@ -32,9 +32,24 @@ class RunnableGraph(Blueprint):
             from ..materializer.materializer import default_materializer
 
             materializer = default_materializer()
-        if name is None and restore_from is None:
-            return materializer.materialize(self)
-        return materializer.materialize(self, name=name, restore_from=restore_from)
+        from ..materializer.graph_registry import materializing
+
+        with materializing(self):  # consoles draw the running graph from this blueprint
+            if name is None and restore_from is None:
+                return materializer.materialize(self)
+            return materializer.materialize(self, name=name, restore_from=restore_from)
+
+    def to_dot(self) -> str:
+        """This graph's islands and stages as Graphviz DOT text (``atoll.materializer.graph_drawing``)."""
+        from ..materializer.graph_drawing import to_dot
+
+        return to_dot(self)
+
+    def to_svg(self) -> str:
+        """This graph's islands and stages as an SVG picture, laid out without Graphviz."""
+        from ..materializer.graph_drawing import to_svg
+
+        return to_svg(self)
 
     def __repr__(self):
         return "RunnableGraph"

@@ -128,8 +128,11 @@ class Materializer(ABC):
             raise IllegalStateError("this materializer has been shut down; create a new one")
 
     def _register(self, running) -> None:
+        from . import graph_registry
+
         with self._lock:
             self._running.append(running)
+        graph_registry.graph_started(self, running)  # consoles and metrics see every graph
 
     def _unregister(self, running) -> None:
         with self._lock:

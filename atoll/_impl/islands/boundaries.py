@@ -31,6 +31,7 @@ from ...stage.handlers import InHandler, OutHandler
 from ...stage.logic import GraphStageLogic
 from ...stage.ports import Inlet, Outlet
 from ...stage.shapes import SinkShape, SourceShape
+from ...stage.signals import Watermark
 
 #: Reactive Streams rule 3.17: demand saturates at 2^63-1 ("effectively unbounded").
 MAX_DEMAND = 2**63 - 1
@@ -464,6 +465,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.outstanding = 0
         self.consumed = 0
         self.received = 0  # elements received (for progress reports)
+        self.last_watermark = None  # the last watermark handed downstream (for progress reports)
         self.frames_received = 0
         self.frames_acked = 0
         self.acks = False  # does the publisher want frame confirmations (a windowed transport)?
@@ -661,6 +663,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 sigs.popleft()  # a barrier of a checkpoint given up meanwhile
                 continue
             sigs.popleft()
+            if type(sig) is Watermark:
+                self.last_watermark = sig.timestamp  # read by the host's info() (consoles, metrics)
             self.emit_signal(self.out, sig)
         if self.upstream_completed and not self.buffer and not sigs and not self.is_closed(self.out):
             self.complete(self.out)

@@ -70,6 +70,7 @@ class IslandHost:
         #: pending) and what to run right before the interpreter's ``init`` (a restore's re-pushes)
         self.checkpointer = None
         self.before_init: Optional[Callable[[], None]] = None
+        self.events = 0  # interpreter events processed (read by info(); written by the host's thread only)
 
     # ------------------------------------------------------------------ services for the interpreter
     def now(self) -> float:
@@ -122,20 +123,56 @@ class IslandHost:
         self._flush()
 
     def info(self) -> dict:
-        """State and progress: elements received/sent through the island's channel boundaries."""
+        """State and progress, read without locks from any thread (figures may be a turn old).
+
+        ``elements_in``/``elements_out``: elements received/sent through the island's channel boundaries;
+        ``source_elements`` (and ``expected`` when every source knows its length): elements the island's
+        own sources emitted so far, for sources that tell (ranges, sequences, ``elements_emitted``);
+        ``events``: interpreter events processed (an activity figure for islands without boundaries);
+        ``inputs``: per input channel ``buffered``/``capacity``/``requested`` (demand outstanding upstream)
+        and ``watermark`` (the last one handed downstream, None before the first); ``outputs``: per output
+        channel ``sent`` and ``demand`` (what downstream asked for and was not sent yet); ``buffer_fill``:
+        buffered over capacity across inputs (0..1, None without inputs)."""
         from .boundaries import InputBoundary, OutputBoundary
 
         interp = self.interpreter
         logics = interp.logics if interp is not None else []
-        return {
+        inputs, outputs, produced, expected, sized = [], [], 0, 0, True
+        for l in logics:
+            if isinstance(l, InputBoundary):
+                inputs.append({"name": l.stage_name, "received": l.received, "buffered": len(l.buffer),
+                               "capacity": l.size, "requested": l.outstanding, "watermark": l.last_watermark})
+            elif isinstance(l, OutputBoundary):
+                outputs.append({"name": l.stage_name, "sent": l.sent, "demand": l.demand})
+            elif not l._in_conns:  # one of the island's own sources
+                n, size = _source_progress(l)
+                if n is None:
+                    sized = False
+                    continue
+                produced += n
+                if size is None:
+                    sized = False
+                else:
+                    expected += size
+        capacity = sum(i["capacity"] for i in inputs)
+        d = {
             "name": self.name,
             "state": self.state,
             "running_stages": sum(i.running_stages for i in self.interpreters),
             "stages": len(logics),
             "substreams": max(0, len(self.interpreters) - 1),
-            "elements_in": sum(l.received for l in logics if isinstance(l, InputBoundary)),
-            "elements_out": sum(l.sent for l in logics if isinstance(l, OutputBoundary)),
+            "elements_in": sum(i["received"] for i in inputs),
+            "elements_out": sum(o["sent"] for o in outputs),
+            "source_elements": produced,
+            "events": self.events,
+            "inputs": inputs,
+            "outputs": outputs,
+            "buffer_fill": (sum(i["buffered"] for i in inputs) / capacity) if capacity else None,
+            "demand": sum(o["demand"] for o in outputs),
         }
+        if sized and expected and not inputs:
+            d["expected"] = expected
+        return d
 
     # ------------------------------------------------------------------ the loop
     def run_loop(self) -> None:
@@ -190,7 +227,7 @@ class IslandHost:
             if interp.queue:
                 # real time, not host.now(): this measures CPU time to size the next turn
                 t0 = time.perf_counter()
-                interp.execute(limit)
+                self.events += limit - interp.execute(limit)
                 dt = time.perf_counter() - t0
                 if dt > self.TURN_BUDGET * 2 and limit > 1:
                     self.slice = max(1, limit // 4)
@@ -200,7 +237,7 @@ class IslandHost:
         else:
             for interp in list(interps):
                 if interp.queue:
-                    interp.execute(limit)
+                    self.events += limit - interp.execute(limit)
                     busy = busy or bool(interp.queue)
                 if interp.running_stages == 0 and not interp.queue and interp is not self.interpreter:
                     interps.remove(interp)
@@ -277,6 +314,20 @@ class IslandHost:
             self.dirty = []
             for b in dirty:
                 b.flush()
+
+
+def _source_progress(logic) -> tuple:
+    """``(elements emitted, total or None)`` of a source logic that tells, else ``(None, None)``: a logic may
+    define ``elements_emitted`` (and ``size_hint``, an int or None); sequence sources (``range``,
+    ``from_iterable`` over a sequence) are read from their position."""
+    n = getattr(logic, "elements_emitted", None)
+    if n is not None:
+        hint = getattr(logic, "size_hint", None)
+        return n, hint() if callable(hint) else hint
+    seq, i = getattr(logic, "seq", None), getattr(logic, "i", None)
+    if isinstance(i, int) and isinstance(seq, (range, list, tuple)):
+        return i, len(seq)
+    return None, None
 
 
 class ThreadHost(IslandHost):
