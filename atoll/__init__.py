@@ -37,6 +37,9 @@ from ._impl.ops.pool_control import PoolControl
 from .dsl.restart import RestartFlow, RestartSettings, RestartSink, RestartSource, RetryFlow
 from .checkpoint import CheckpointInfo, CheckpointSettings, RestartPolicy
 from .windowing import Aggregate, Late, Session, Sliding, Tumbling, Window, WindowStats
+from .materializer.progress import progress
+from . import console  # atoll.console.serve(port)
+from .materializer import metrics  # atoll.metrics.enable(): per-island Ray metrics
 from .stage import (
     Attributes,
     BidiShape,
@@ -67,6 +70,7 @@ __version__ = "0.1.0"
 _error_names = [n for n, v in _errors_dict.items() if isinstance(v, type) and issubclass(v, BaseException)]
 
 __all__ = [
+    "progress",
     "Source",
     "Flow",
     "Sink",

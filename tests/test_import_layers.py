@@ -60,6 +60,7 @@ LAYERS: Dict[str, int] = {
     "actors": 5,
     "interop": 5,
     "dsl": 6,
+    "console": 6,
     "testkit": 7,
     "__init__": 7,
     "demo": 8,
