@@ -11,7 +11,8 @@ Spark, then an infinite graph stopped from the driver with a kill switch.
    prints how long the stop took and how many island actors are left (none).
 
 Runs on an embedded local Ray and local Spark (via RayDP) by default; ``--address auto`` joins a running Ray
-cluster instead.
+cluster instead. ``--console`` serves the live console (``atoll.console``) on port 8266 while the demo runs;
+per-island Ray metrics are recorded (``atoll.metrics``).
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ import sys
 import time
 from typing import Any, Dict
 
-from . import Aggregate, Keep, KillSwitches, Materializer, Sink, Source
-from .materializer.progress import progress
+from . import Aggregate, Keep, KillSwitches, Materializer, Sink, Source, console, metrics, progress
 
 PAGES = ("home", "search", "product", "cart", "checkout")
 USERS = 200
@@ -109,7 +109,7 @@ def spark_job(mat, spark, n: int) -> None:
         .run(mat)
     )
     graph = mat.running_graphs()[-1]
-    with progress(graph, interval=1.0, out=sys.stdout, label="spark job"):
+    with progress(graph, interval=1.0, out=sys.stdout, label="spark job", total=n):  # Spark knows n rows
         df = windows_df.result()
     dt = time.perf_counter() - t0
     print(f"Spark -> Atoll -> Spark: {n:,} events in {dt:.1f}s ({n / dt:,.0f} events/s)")
@@ -148,6 +148,10 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default=None, help="Ray cluster address ('auto' to join a running cluster)")
     parser.add_argument("--events", type=int, default=300_000, help="number of click events Spark generates")
+    parser.add_argument("--console", nargs="?", type=int, const=8266, default=None, metavar="PORT",
+                        help="serve the live console on PORT (default 8266) while the demo runs")
+    parser.add_argument("--console-wait", type=float, default=0.0, metavar="S",
+                        help="with --console: keep serving S seconds after the jobs (to look at the ended graphs)")
     args = parser.parse_args(argv)
     if args.events < 1:
         parser.error("--events must be >= 1")
@@ -167,10 +171,21 @@ def main(argv=None) -> int:
         "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "1g"})
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark on Ray ready in {time.perf_counter() - t1:.1f}s", flush=True)
+    metrics.enable()
+    server = None
+    if args.console is not None:
+        server = console.serve(port=args.console, host="0.0.0.0")
+        print(f"console: http://localhost:{server.port}/", flush=True)
     try:
         spark_job(mat, spark, args.events)
         kill_switch_job(mat)
+        if server is not None and args.console_wait > 0:
+            print(f"console: serving {args.console_wait:.0f} s more", flush=True)
+            time.sleep(args.console_wait)
     finally:
+        metrics.disable()
+        if server is not None:
+            server.stop()
         atoll_spark.stop()
         mat.shutdown()
     return 0

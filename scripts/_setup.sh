@@ -36,6 +36,15 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "$WANT" > "$STAMP"
 fi
 
+# the console's browser test drives Debian's chromium through chromedriver: install them when missing and we may
+if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "[setup] installing chromium and chromium-driver with apt-get (for the console's browser test)" >&2
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } \
+       >"$VENV/apt-install.log" 2>&1; then
+    echo "[setup] apt-get failed (its log: $VENV/apt-install.log); the console's browser test will fail" >&2
+  fi
+fi
+
 export PYSPARK_PYTHON="$PY"
 export PYSPARK_DRIVER_PYTHON="$PY"
 export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"

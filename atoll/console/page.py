@@ -27,7 +27,8 @@ function num(n) { if (n == null) return "–"; if (n >= 1e6) return (n/1e6).toFi
 function esc(s) { return String(s).replace(/[&<>"]/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c])); }
 function counts(i) {
   const hasIn = (i.inputs && i.inputs.length) || i.elements_in;
-  return {in: hasIn ? (i.elements_in||0) : (i.source_elements||0), out: i.elements_out||0, events: i.events||0};
+  const src = i.source_elements || ((i.expected != null) ? 0 : null);  // null: its sources do not count
+  return {in: hasIn ? (i.elements_in||0) : src, out: i.elements_out||0, events: i.events||0};
 }
 function section(g) {
   let el = document.getElementById("graph-" + g.id);
@@ -61,7 +62,8 @@ function render(graphs) {
     for (const i of g.islands) {
       const key = g.id + "/" + i.name, c = counts(i), p = prev[key];
       let rin = null, rout = null, rev = null;
-      if (p && now > p.t) { const dt = now - p.t; rin = (c.in-p.in)/dt; rout = (c.out-p.out)/dt; rev = (c.events-p.events)/dt; }
+      if (p && now > p.t) { const dt = now - p.t; rin = c.in == null ? null : (c.in-p.in)/dt;
+        rout = (c.out-p.out)/dt; rev = (c.events-p.events)/dt; }
       prev[key] = {t: now, in: c.in, out: c.out, events: c.events};
       const wm = (i.inputs || []).map(x => x.watermark == null ? "–" : x.watermark).join(", ") || "–";
       const fill = i.buffer_fill == null ? "–" : Math.round(100 * i.buffer_fill) + "%";
@@ -72,8 +74,8 @@ function render(graphs) {
         '</td><td class="fill">' + fill + '</td><td class="demand">' + num(i.demand) + '</td><td>' + esc(wm) + '</td></tr>');
       const fig = el.querySelector('text.figures[data-island="' + CSS.escape(i.name) + '"]');
       if (fig) {
-        let t = esc(i.state) + (rin == null ? "" : " · in " + num(rin) + "/s · out " + num(rout) + "/s");
-        if (rin === 0 && rout === 0 && rev > 0) t += " · busy " + num(rev) + " ev/s";
+        let t = esc(i.state) + (rin == null ? "" : " · in " + num(rin) + "/s") + (rout == null ? "" : " · out " + num(rout) + "/s");
+        if (!rin && !rout && rev > 0) t += " · busy " + num(rev) + " ev/s";
         if (i.buffer_fill != null) t += " · buffer " + fill;
         fig.textContent = t;
       }

@@ -67,7 +67,7 @@ class IslandFigures:
             self.expected = total
         self.buffer_fill = info.get("buffer_fill")
         self.rate_in = self.rate_out = self.events_rate = 0.0
-        self.moved = self.done_in > 0 or self.done_out > 0 or events > 0
+        self.moved = self.done_in > 0 or self.done_out > 0
         if prev is not None and now > prev[0]:
             dt = now - prev[0]
             self.rate_in = max(0, self.done_in - prev[1]) / dt
@@ -84,10 +84,21 @@ class IslandFigures:
     def running(self) -> bool:
         return self.state in (None, "running")
 
+    def _done_rate(self) -> Tuple[int, float]:
+        """What the ETA counts: elements taken in; for a source island whose sources do not count, what it
+        sent (one out per source element: an approximation when its stages filter or expand)."""
+        if not self.has_inputs and not self.done_in:
+            return self.done_out, self.rate_out
+        return self.done_in, self.rate_in
+
+    def fraction(self) -> Optional[float]:
+        return min(1.0, self._done_rate()[0] / self.expected) if self.expected else None
+
     def eta(self) -> Optional[float]:
-        if not self.expected or not self.rate_in:
+        done, rate = self._done_rate()
+        if not self.expected or not rate:
             return None
-        return max(0.0, self.expected - self.done_in) / self.rate_in
+        return max(0.0, self.expected - done) / rate
 
     def short(self) -> str:
         """``enrich 41.2k/s -> 41.0k/s 52% ETA 2s`` (the one-line form's part)."""
@@ -104,7 +115,7 @@ class IslandFigures:
         else:
             text = f"{self.name} {_rate(self.rate_in)}"
         if self.expected:
-            text += f" {min(100, 100 * self.done_in // self.expected)}%"
+            text += f" {100 * self.fraction():.0f}%"
             eta = self.eta()
             if eta is not None:
                 text += f" ETA {_eta(eta)}"
@@ -116,11 +127,12 @@ class IslandFigures:
         if not self.running:
             return f"{head}  {self.state}: in {_num(self.done_in)}, out {_num(self.done_out)}"
         if self.expected:
-            frac = min(1.0, self.done_in / self.expected)
+            frac = self.fraction()
             fill = int(frac * width)
             eta = self.eta()
+            done, rate = self._done_rate()
             text = (f"{head}  [{'#' * fill}{'-' * (width - fill)}] {100 * frac:3.0f}%  "
-                    f"{_num(self.done_in)}/{_num(self.expected)}  {_rate(self.rate_in)}"
+                    f"{_num(done)}/{_num(self.expected)}  {_rate(rate)}"
                     + (f"  ETA {_eta(eta)}" if eta is not None else ""))
             if self.has_outputs:
                 text += f"  -> {_rate(self.rate_out)}"
