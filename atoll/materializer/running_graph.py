@@ -39,6 +39,7 @@ class RunningGraphBase(ABC):
         self.completion: Future = Future()
         self.completion.set_running_or_notify_cancel()
         self._cancelled = False
+        self._cancel_cause: Optional[BaseException] = None
         self._coordinator = None  # the checkpoint coordinator, with checkpointing on
         self._checkpoint_settings = None
 
@@ -129,6 +130,7 @@ class RunningGraphBase(ABC):
         """Fail every stage of every island with ``cause`` (default: ``AbruptTerminationError``)."""
         if cause is None:
             cause = AbruptTerminationError(f"graph {self.name} was cancelled")
+        self._cancel_cause = cause
         self._cancelled = True
         for island in self._islands:
             self._cancel_island(island, cause)

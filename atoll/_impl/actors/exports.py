@@ -102,11 +102,15 @@ class RemoteHandle:
     live value). After the island ended, calls and reads go to the object's final copy if it left one."""
 
     DETACH_WAIT = 10.0
+    #: how long a call waits for a recovering graph to bind the handle to its new island actor
+    RECOVERY_WAIT = 120.0
 
     def __init__(self, exported: ExportedHandle):
         self._x = exported
         self._copy = None
         self._copy_ready = threading.Event()
+        self._live = threading.Event()  # cleared while recovery replaces the island's actor
+        self._live.set()
 
     def __repr__(self):
         return f"Remote{self._x.type_name}(island={self._x.island})"
@@ -125,6 +129,16 @@ class RemoteHandle:
         """The island ended; ``copy`` (or None) answers from now on (called by the graph monitor)."""
         self._copy = copy
         self._copy_ready.set()
+        self._live.set()
+
+    def _suspend(self) -> None:
+        """Recovery is replacing the island's actor: calls wait for ``_rebind``."""
+        self._live.clear()
+
+    def _rebind(self, exported: ExportedHandle) -> None:
+        """Recovery started the island again: the same object now lives in the new actor as ``exported``."""
+        self._x = exported
+        self._live.set()
 
     def _call_copy(self, method: str, args, kwargs):
         x = self._x
@@ -137,6 +151,8 @@ class RemoteHandle:
         import ray
         from ray.exceptions import RayActorError
 
+        if not self._live.is_set():
+            self._live.wait(self.RECOVERY_WAIT)
         x = self._x
         if self._copy_ready.is_set():
             return self._call_copy(method, args, kwargs)
@@ -165,21 +181,43 @@ def _rebuild_handle(exported, copy):
 
 
 class RemoteKillSwitch(RemoteHandle, KillSwitch):
-    """A kill switch in an island actor. Using it after its island stopped does nothing (as Pekko)."""
+    """A kill switch in an island actor. Using it after its island stopped does nothing (as Pekko). The first
+    command is remembered: a graph that recovers re-applies it to the island's new actor (Pekko's switches also
+    act once), and an ``abort`` stops the graph from recovering at all."""
+
+    def __init__(self, exported: ExportedHandle):
+        super().__init__(exported)
+        self._command: Optional[tuple] = None  # ("shutdown",) or ("abort", exc): the first one issued
 
     def shutdown(self) -> None:
-        try:
-            self._call("shutdown", (), {})
-        except StreamDetachedError:
-            pass
+        if self._command is None:
+            self._command = ("shutdown",)
+        self._apply("shutdown", ())
 
     def abort(self, exc: BaseException) -> None:
         if not isinstance(exc, BaseException):
             raise TypeError(f"abort: expected an exception, got {exc!r}")
+        if self._command is None:
+            self._command = ("abort", exc)
+        self._apply("abort", (exc,))
+
+    def _apply(self, method: str, args: tuple) -> None:
+        if not self._live.is_set():
+            return  # recovering: ``_rebind`` re-applies the command to the new actor
         try:
-            self._call("abort", (exc,), {})
+            self._call(method, args, {})
         except StreamDetachedError:
             pass
+
+    def _rebind(self, exported: ExportedHandle) -> None:
+        super()._rebind(exported)
+        if self._command is not None:
+            self._apply(self._command[0], self._command[1:])
+
+    @property
+    def aborted(self) -> bool:
+        """``abort`` was called (a graph whose switch aborted does not recover)."""
+        return self._command is not None and self._command[0] == "abort"
 
 
 def import_value(value: Any, future_for: Callable[[ExportedFuture], Future]) -> Any:

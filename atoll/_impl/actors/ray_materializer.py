@@ -16,7 +16,6 @@ from typing import Any, Dict, Optional
 import ray
 
 from ... import _log_config
-from ...errors import IslandScheduleTimeoutError, MaterializationError
 from ...materializer import phased
 from ...materializer.debug import stderr_debug
 from ...materializer.mat_values import resolve
@@ -33,10 +32,11 @@ from ..islands.checkpoint_setup import (
 from ..islands.island_plan import GraphBuild
 from ..ops.kill_switch import Abort, KillSwitchStage, Shutdown, SwitchCommand
 from .exports import ExportedHandle, RemoteKillSwitch, import_value
-from .island_actor import IslandActor
+from .attempt import IslandLauncher
 from ...materializer.driver_prep import DriverContext
 from .plan import RecordingPhase
-from .running import RayIslandPort, RayRunningGraph, _Island
+from .recovery import GraphRecovery
+from .running import RayIslandPort, RayRunningGraph
 
 log = logging.getLogger("atoll.ray")
 
@@ -140,35 +140,9 @@ class RayMaterializer(Materializer):
         if checkpointing:
             storage, first_id = open_storage(self.checkpoint, build.name, restored_from)
             ckpt = {"storage": self.checkpoint.storage, "graph": build.name, "attempt": 0}
-        actors: Dict[int, Any] = {}
-        islands = []
-        for p in phases:
-            opts = self._actor_options(p)
-            actor = IslandActor.options(**opts).remote(p.name)
-            actors[p.index] = actor
-            islands.append(_Island(p.index, p.name, actor, p.options))
-        starts = [actors[p.index].start.remote(p.finish_plan(), actors, settings, ckpt,
-                                               snapshots.get(p.index) if snapshots else None) for p in phases]
-        ready, pending = ray.wait(starts, num_returns=len(starts), timeout=settings.start_timeout)
-        if pending:
-            stuck = [p for p, ref in zip(phases, starts) if ref in pending]
-            self._kill(actors)
-            detail = "; ".join(f"{p.name} with options {self._actor_options(p)}" for p in stuck)
-            raise IslandScheduleTimeoutError(
-                f"could not start island(s) within {settings.start_timeout:.0f}s: {detail}. "
-                f"Resources available in the cluster: {ray.available_resources()}"
-            )
-        results = []
-        for p, ref in zip(phases, starts):
-            try:
-                results.append(ray.get(ref))
-            except ray.exceptions.RayTaskError as e:
-                self._kill(actors)
-                cause = e.cause if getattr(e, "cause", None) is not None else e
-                raise cause from None
-            except ray.exceptions.RayActorError as e:
-                self._kill(actors)
-                raise MaterializationError(f"island {p.name} failed to start: {e}") from None
+        launcher = IslandLauncher([(p.index, p.name, p.finish_plan(), self._actor_options(p), p.options)
+                                   for p in phases], settings, ckpt)
+        islands, results = launcher.launch(0, snapshots)
         running = RayRunningGraph(build.name, islands, self._unregister)
         if checkpointing:
             ports = [(i.index, i.name, RayIslandPort(i.actor)) for i in islands]
@@ -193,8 +167,11 @@ class RayMaterializer(Materializer):
                     if type(value) is ExportedHandle:
                         running.register_handle(p.index, value.hid, imported)
                     known[(p.index, i)] = imported
+        if checkpointing:
+            running.enable_recovery(GraphRecovery(running, launcher, self.checkpoint.restart, restored_from,
+                                                  restore_storage))
         self._register(running)
-        ray.get([actors[p.index].run.remote() for p in phases])
+        launcher.run(islands)
         running.start_monitoring()
         return resolve(mat, known)
 
@@ -216,10 +193,3 @@ class RayMaterializer(Materializer):
         else:
             running.add_cleanup(lambda: signal.remove(key))
 
-    @staticmethod
-    def _kill(actors: Dict[int, Any]) -> None:
-        for a in actors.values():
-            try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001
-                pass

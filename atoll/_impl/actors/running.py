@@ -19,7 +19,7 @@ import ray
 from ...errors import AbruptTerminationError, IslandDiedError
 from ...materializer.running_graph import RunningGraphBase
 from ..ops.base import complete_promise, fail_promise, new_promise
-from .exports import ExportedFuture
+from .exports import ExportedFuture, ExportedHandle
 from .messages import CheckpointAcked, CheckpointDeclined, FinalSnapshot, FutureCompleted, FutureFailed, IslandEnded
 
 log = logging.getLogger("atoll.ray")
@@ -61,7 +61,7 @@ def _monitor() -> _MonitorThread:
 
 class _Island:
     __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable",
-                 "holds", "kill_pending", "final")
+                 "holds", "kill_pending", "final", "stale")
 
     def __init__(self, index: int, name: str, actor, options: dict):
         self.index = index
@@ -77,6 +77,7 @@ class _Island:
         self.holds = 0  # IslandHolds not yet released: the actor stays until they are
         self.kill_pending = False
         self.final: Optional[bytes] = None  # checkpoints: the island's final snapshot, once it ended cleanly
+        self.stale = False  # recovery replaced this attempt's actor: its events are ignored
 
 
 class RayIslandPort:
@@ -106,6 +107,22 @@ class RayRunningGraph(RunningGraphBase):
 
     def __init__(self, name: str, islands: List[_Island], on_end: Optional[Callable[["RayRunningGraph"], None]] = None):
         super().__init__(name, islands, on_end)
+        self._recovery = None  # a GraphRecovery when the graph checkpoints and may restart
+        self._recovering = False
+
+    @property
+    def restarts(self) -> int:
+        """How many times the graph was restarted from a checkpoint."""
+        return 0 if self._recovery is None else self._recovery.restarts
+
+    @property
+    def attempt(self) -> int:
+        """The incarnation running now: 0, then one more per restart."""
+        return 0 if self._recovery is None else self._recovery.attempt
+
+    def enable_recovery(self, recovery) -> None:
+        """Restart the graph from its checkpoints when an island dies (``recovery``: its ``GraphRecovery``)."""
+        self._recovery = recovery
 
     # ------------------------------------------------------------------ setup
     def register_handle(self, island_index: int, hid: int, proxy) -> None:
@@ -146,7 +163,7 @@ class RayRunningGraph(RunningGraphBase):
     UNAVAILABLE_RETRIES = 6
 
     def _on_poll(self, island: _Island, f) -> None:
-        if island.ended:
+        if island.ended or island.stale:
             return
         try:
             events = f.result()
@@ -180,6 +197,8 @@ class RayRunningGraph(RunningGraphBase):
                 case FinalSnapshot(data=data):
                     island.final = data
                 case IslandEnded(state=state, error=error, copies=copies):
+                    if state == "failed" and error is not None and self._try_recover(island, error, True):
+                        return
                     if self._coordinator is not None:
                         self._coordinator.island_ended(island.index, island.final, island.final is None)
                     self._island_ended(island, state, error, copies)
@@ -231,13 +250,17 @@ class RayRunningGraph(RunningGraphBase):
         return release
 
     def _island_died(self, island: _Island, cause: BaseException) -> None:
+        if island.ended or island.stale:
+            return
+        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        err = IslandDiedError(island.name, f"{type(cause).__name__}: {first_line}".rstrip(": "))
+        if self._try_recover(island, err, False):
+            return
         with self._lock:
             if island.ended:
                 return
             island.ended = True
             island.state = "died"
-        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
-        err = IslandDiedError(island.name, f"{type(cause).__name__}: {first_line}".rstrip(": "))
         island.error = err
         if self._coordinator is not None:
             self._coordinator.island_ended(island.index, None, True)
@@ -260,11 +283,97 @@ class RayRunningGraph(RunningGraphBase):
 
     def _maybe_finish(self) -> None:
         with self._lock:
-            if any(not i.ended for i in self._islands):
+            if self._recovering or any(not i.ended for i in self._islands):
                 return
         self._finish()
 
+    # ------------------------------------------------------------------ recovery (recovery.GraphRecovery)
+    def _recovery_veto(self) -> Optional[BaseException]:
+        """Why the graph must not restart: it was cancelled, or one of its kill switches aborted (None: it may)."""
+        if self._cancelled:
+            return self._cancel_cause
+        for island in self._islands:
+            for proxy in island.handles.values():
+                if getattr(proxy, "aborted", False):
+                    return proxy._command[1]
+        return None
+
+    def _try_recover(self, island: _Island, cause: BaseException, stage_failure: bool) -> bool:
+        """``island`` failed with ``cause``: start a recovery if the policy allows it (True: it took over)."""
+        recovery = self._recovery
+        if recovery is None or not recovery.accepts(stage_failure) or self._recovery_veto() is not None:
+            return False
+        with self._lock:
+            if island.stale or self._recovering:
+                return True  # one recovery for the whole attempt
+            if self._finished or island.ended:
+                return False
+            self._recovering = True
+            old = list(self._islands)
+            for r in old:
+                r.stale = True
+        for r in old:
+            for proxy in r.handles.values():
+                proxy._suspend()
+        log.warning("graph %s: %s; restarting from the last checkpoint", self.name, cause)
+        recovery.start(old, cause)
+        return True
+
+    def _install_attempt(self, records: List[_Island], results: List[list], attempt: int, restored: Any) -> None:
+        """Recovery built the next attempt's actors: carry the driver's futures and handles over to them, resume
+        the checkpoints and run."""
+        old = self._islands_by_index()
+        rebinds = []
+        for record, exported in zip(records, results):
+            before = old[record.index]
+            record.futures = before.futures  # same plan, same export order: the same future and handle ids
+            record.handles = before.handles
+            for value in exported:
+                if type(value) is ExportedHandle and value.hid in record.handles:
+                    rebinds.append((record.handles[value.hid], value))
+        with self._lock:
+            self._islands = records
+            self._recovering = False
+        restored_id = getattr(restored, "id", restored)
+        self._coordinator.resume([(r.index, r.name, RayIslandPort(r.actor)) for r in records], attempt, restored_id)
+        for proxy, value in rebinds:
+            proxy._rebind(value)
+        try:
+            ray.get([r.actor.run.remote() for r in records])
+        except Exception as e:  # noqa: BLE001 - an actor lost right away: its poll reports the death
+            log.warning("graph %s: starting attempt %d: %r", self.name, attempt, e)
+        self.start_monitoring()
+        if self._cancelled:
+            for r in records:
+                self._cancel_island(r, self._cancel_cause)
+
+    def _recovery_failed(self, err: BaseException) -> None:
+        """Recovery gave up (or was vetoed): the graph ends with ``err``; every pending future fails with it."""
+        with self._lock:
+            islands = list(self._islands)
+            self._recovering = False
+            for r in islands:
+                r.ended = True
+                r.state = "died"
+                r.error = err
+        for r in islands:
+            try:
+                ray.kill(r.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            for proxy in r.handles.values():
+                proxy._detached(None)
+            for fut in r.futures.values():
+                fail_promise(fut, err)
+        log.error("graph %s failed: %s", self.name, err)
+        self._maybe_finish()
+
     # ------------------------------------------------------------------ operator console
+    def cancel(self, cause: Optional[BaseException] = None) -> None:
+        super().cancel(cause)
+        if self._recovery is not None:
+            self._recovery.interrupt()
+
     def _cancel_island(self, island: _Island, cause: BaseException) -> None:
         if not island.ended:
             try:

@@ -94,6 +94,7 @@ class CheckpointCoordinator:
         self._last_end = 0.0
         self._stopped = False
         self._graph_failed = False
+        self._suspended = False  # recovery is replacing the islands
         #: called (on the coordinator's thread) with the error when more than ``tolerable_failures``
         #: checkpoints in a row failed: the materializer fails the graph with it
         self.on_give_up = None
@@ -117,6 +118,24 @@ class CheckpointCoordinator:
         f.set_running_or_notify_cancel()
         self._events.put(("trigger", f))
         return f
+
+    def suspend(self, timeout: float = 30.0) -> None:
+        """Recovery begins (the islands are being replaced): abort the checkpoint in progress without counting it
+        as a failure, and take none until ``resume``. Returns once the coordinator's thread did so."""
+        done: Future = Future()
+        self._events.put(("suspend", done))
+        if threading.current_thread() is not self._thread and self._thread.is_alive():
+            done.result(timeout)
+
+    def resume(self, islands: List[tuple], attempt: int, restored_from: Optional[int]) -> None:
+        """Recovery started attempt ``attempt`` restored from checkpoint ``restored_from`` (None: from the start):
+        ``islands`` are its ``(index, name, port)``; checkpoints continue with the next unused id."""
+        self._events.put(("resume", islands, attempt, restored_from))
+
+    def latest(self) -> Optional[CheckpointInfo]:
+        """The newest complete checkpoint of this run (None if none completed yet)."""
+        with self._completed_lock:
+            return self._completed[-1] if self._completed else None
 
     def stop(self, wait: bool = True) -> None:
         """End the coordinator (the graph ended); a checkpoint still in progress is aborted."""
@@ -189,6 +208,24 @@ class CheckpointCoordinator:
 
     def _handle(self, event: tuple) -> None:
         kind = event[0]
+        if kind == "suspend":
+            self._suspended = True
+            p, self._pending = self._pending, None
+            if p is not None:
+                self._drop(p, CheckpointError(f"graph {self.graph} is recovering: checkpoint {p.id} was abandoned"))
+            event[1].set_result(None)
+            return
+        if kind == "resume":
+            _, islands, attempt, restored_from = event
+            self.islands = {i: _Island(i, name, port) for i, name, port in islands}
+            self.attempt = attempt
+            self.restored_from = restored_from if restored_from is not None else self.restored_from
+            self._suspended = False
+            self._graph_failed = False
+            self._failures = 0
+            return
+        if self._suspended and kind != "trigger":
+            return  # a late answer of the replaced attempt
         if kind == "trigger":
             self._trigger(event[1])
         elif kind == "ack":
@@ -218,6 +255,10 @@ class CheckpointCoordinator:
                 self._store(p, island, final, finished=True)
 
     def _trigger(self, waiter: Optional[Future]) -> None:
+        if self._suspended:
+            if waiter is not None:
+                waiter.set_exception(CheckpointError(f"graph {self.graph} is recovering: no checkpoint now"))
+            return
         if self._pending is not None:
             if waiter is not None:
                 self._pending.waiters.append(waiter)
@@ -287,18 +328,22 @@ class CheckpointCoordinator:
                     isl.port.abort(p.id)
                 except Exception as e:  # noqa: BLE001 - an island gone meanwhile has nothing to release
                     log.debug("graph %s: abort of checkpoint %d at %s: %r", self.graph, p.id, isl.name, e)
-        try:
-            self.storage.delete(p.id)
-        except Exception as e:  # noqa: BLE001
-            log.warning("graph %s: deleting aborted checkpoint %d failed: %r", self.graph, p.id, e)
-        for w in p.waiters:
-            w.set_exception(error)
+        self._drop(p, error)
         self._failures += 1
         if self._failures > self.settings.tolerable_failures and not self._graph_failed:
             log.error("graph %s: %d checkpoints in a row failed, the last with %r", self.graph, self._failures, error)
             self._graph_failed = True
             if self.on_give_up is not None:
                 self.on_give_up(error)
+
+    def _drop(self, p: _Pending, error: BaseException) -> None:
+        """Forget checkpoint ``p``: delete what was written of it and fail its waiters with ``error``."""
+        try:
+            self.storage.delete(p.id)
+        except Exception as e:  # noqa: BLE001
+            log.warning("graph %s: deleting aborted checkpoint %d failed: %r", self.graph, p.id, e)
+        for w in p.waiters:
+            w.set_exception(error)
 
     def _timeout(self) -> None:
         p = self._pending
