@@ -244,7 +244,7 @@ def test_jet_sliding_window_frames():
     assert out == [win(-3, 1, 1), win(-2, 2, 2), win(-1, 3, 3)]
     assert drive(e, [wm(5)]) == [win(0, 4, 4), win(1, 5, 4)]
     assert drive(e, [END]) == [win(2, 6, 3), win(3, 7, 2), win(4, 8, 1)]
-    assert e._keys == {} and e._wins == {} and e._pane_exp == {}
+    assert e._keys == {} and e._due == {} and e._exp == {} and e.open_windows() == 0
 
 
 def test_pane_engine_does_not_serve_processing_time_early_firings():

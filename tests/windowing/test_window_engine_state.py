@@ -108,7 +108,7 @@ def test_pane_and_per_window_sliding_agree(seed, size, slide, lateness, accumula
     out = drive(panes, steps)
     assert out == drive(per_window, steps)
     assert panes.stats.snapshot() == per_window.stats.snapshot()
-    assert panes._keys == {} and panes._wins == {}
+    assert panes._keys == {} and panes._due == {} and panes._exp == {}
     if slide == size:
         tumbling = WindowEngine("w", Tumbling(size), lambda x: x % 2, Aggregate.sum(), allowed_lateness=lateness,
                                 accumulate=accumulate)
@@ -185,7 +185,7 @@ def test_panes_agree_with_per_window_as_the_slide_shrinks_with_late_elements_and
     out = drive(panes, steps)
     assert out == drive(per_window, steps)
     assert panes.stats.snapshot() == per_window.stats.snapshot()
-    assert panes._keys == {} and panes._wins == {} and panes._pane_exp == {}
+    assert panes._keys == {} and panes._due == {} and panes._exp == {}
     if lateness:
         assert any(r.timing == "late" for r, _ in out)
     cut = len(steps) // 3

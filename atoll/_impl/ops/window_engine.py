@@ -15,7 +15,8 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, List, Optional, Tuple
 
 from ...errors import StreamError, TooManyWindowsError
-from ...windowing import Aggregate, Late, Session, Sliding, Tumbling, Window, WindowStats, validate_window_options
+from ...windowing import Aggregate, Late, Session, Sliding, Tumbling, WindowStats, validate_window_options
+from ...windowing.records import make_window
 
 INF = math.inf
 
@@ -39,7 +40,8 @@ class WindowEngine(ABC):
 
     def __new__(cls, name: str, spec: Any, *args: Any, **kwargs: Any) -> "WindowEngine":
         if cls is WindowEngine:
-            from .window_engine_fixed import FixedWindowEngine, PaneSlidingEngine, TumblingEngine
+            from .window_engine_fixed import FixedWindowEngine, TumblingEngine
+            from .window_engine_panes import PaneSlidingEngine
             from .window_engine_session import SessionEngine
             if isinstance(spec, Tumbling):
                 cls = TumblingEngine
@@ -138,7 +140,7 @@ class WindowEngine(ABC):
     def _emit(self, key: Any, start: Any, end: Any, acc: Any, timing: str, out: Out,
               superseded: Tuple = ()) -> None:
         result = self._result
-        out.append((Window(key, start, end, acc if result is None else result(acc), timing, superseded),
+        out.append((make_window(key, start, end, acc if result is None else result(acc), timing, superseded),
                     max_timestamp(end)))
 
     def _late(self, elem: Any, ts: Any, out: Out) -> None:

@@ -48,9 +48,13 @@ class KeyPanes:
         if ps < self.hi:
             self.invalidate()
 
-    def remove_pane(self, ps: Any) -> None:
-        del self.panes[ps]
-        self.starts.remove(ps)   # expiring panes are the oldest ones: found at once
+    def remove_below(self, bound: Any) -> None:
+        """Forget the panes starting before ``bound`` (expired: the oldest ones)."""
+        starts, panes = self.starts, self.panes
+        i = bisect_left(starts, bound)
+        for ps in starts[:i]:
+            del panes[ps]
+        del starts[:i]
 
     def neighbours(self, ps: Any) -> Tuple[Any, Any]:
         """The existing panes just before and just after ``ps`` (None where there is none)."""

@@ -1,0 +1,283 @@
+"""Pane-based sliding windows (Jet frames): no state per window, only per pane and per key.
+
+A key's elements go into panes of ``gcd(size, slide)`` (``window_panes.KeyPanes``); a window of the key exists
+while it is not expired and one of its panes has elements, so a window needs no record of its own. What the
+engine keeps per window is one reference: the key's ``KeyPanes`` in the bucket of the window's end (unfired,
+``_due``, creation order, under a heap of ends) or of its expiry time ``end + allowed_lateness`` (fired,
+``_exp``). The bucket order is the creation order, so windows of one end fire in the order they were opened,
+as in the per-window engine. A pane leaves its key when its last window expires, which is when the window
+``[s, s + size)`` expiring removes the key's panes below ``s + slide``; a key leaves with its last pane.
+
+An on-time firing reads the window's aggregate from the key's Two-Stacks FIFO; a late firing (allowed
+lateness, accumulating) merges the window's panes.
+"""
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from heapq import heappop, heappush
+from typing import Any, Dict, List
+
+from ...windowing.records import make_window
+from .window_engine import Out, WindowEngine, max_timestamp
+from .window_panes import KeyPanes
+
+
+class PaneSlidingEngine(WindowEngine):
+    """Sliding windows over panes: one ``add`` per element into its pane; a window fires from its key's FIFO
+    aggregation of panes (Two-Stacks), so a firing merges a constant number of accumulators amortized, whatever
+    ``size / slide``; no inverse is needed. Late firings merge the window's non-empty panes."""
+
+    @staticmethod
+    def applies(spec: Any, key: Any = None, aggregate: Any = None, **opts: Any) -> bool:
+        """Panes need ``merge`` and integer bounds, and serve no early firings (per-window deltas)."""
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (spec.size, spec.slide, spec.offset))
+        return (ints and aggregate is not None and getattr(aggregate, "merge", None) is not None
+                and opts.get("early_count") is None and opts.get("early_every") is None)
+
+    def _init_state(self) -> None:
+        spec = self.spec
+        self._size = spec.size
+        self._slide = spec.slide
+        self._offset = spec.offset
+        self._pane = math.gcd(spec.size, spec.slide)
+        self._keys: Dict[Any, KeyPanes] = {}      # key -> its panes
+        self._due: Dict[Any, List[KeyPanes]] = {}  # end -> the keys with an unfired window ending there
+        self._due_heap: List[Any] = []
+        self._exp: Dict[Any, List[KeyPanes]] = {}  # end + allowed_lateness -> the keys with a fired window
+        self._exp_heap: List[Any] = []
+
+    # -------------------------------------------------------------------------------------------- windows
+    def _exists(self, kp: KeyPanes, start: Any) -> bool:
+        """Whether the (unexpired) window starting at ``start`` has a pane with elements."""
+        starts = kp.starts
+        i = bisect_left(starts, start)
+        return i < len(starts) and starts[i] < start + self._size
+
+    def _register(self, kp: KeyPanes, end: Any) -> None:
+        """A new window of ``kp`` ending at ``end``: unfired (due at ``end``) or already fired (late)."""
+        if end <= self.watermark:
+            t = end + self._lateness
+            bucket = self._exp.get(t)
+            if bucket is None:
+                self._exp[t] = [kp]
+                heappush(self._exp_heap, t)
+            else:
+                bucket.append(kp)
+        else:
+            bucket = self._due.get(end)
+            if bucket is None:
+                self._due[end] = [kp]
+                heappush(self._due_heap, end)
+            else:
+                bucket.append(kp)
+
+    def _open_unfired(self, kp: KeyPanes, lo: Any, hi: Any) -> None:
+        """Open the windows of ``kp`` starting in ``[lo, hi]`` (ascending), all ending after the watermark."""
+        size, slide = self._size, self._slide
+        n = (hi - lo) // slide + 1
+        if self._max_open is not None and self.stats.open_windows + n > self._max_open:
+            fits = self._max_open - self.stats.open_windows   # open those that fit, then fail on the next
+            if fits > 0:
+                self._open_unfired(kp, lo, lo + (fits - 1) * slide)
+            start = lo + max(fits, 0) * slide
+            self._opened(1, kp.key, start, start + size)
+        due, heap = self._due, self._due_heap
+        end = lo + size
+        stop = hi + size
+        while end <= stop:
+            bucket = due.get(end)
+            if bucket is None:
+                due[end] = [kp]
+                heappush(heap, end)
+            else:
+                bucket.append(kp)
+            end += slide
+        self.stats.open_windows += n
+
+    # -------------------------------------------------------------------------------------------- events
+    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+        key = None if self._key is None else self._key(elem)
+        off, p = self._offset, self._pane
+        ps = (ts - off) // p * p + off
+        kp = self._keys.get(key)
+        if kp is not None:
+            pane = kp.panes.get(ps)
+            if pane is not None:
+                if pane[1] > self.watermark:  # every window of the pane is still unfired
+                    pane[0] = self._add(pane[0], elem)
+                    return
+                self._slow_element(kp, ps, pane, elem, ts, out)
+                return
+        else:
+            kp = self._keys[key] = KeyPanes(key)
+        self._new_pane(kp, ps, elem, ts, out)
+
+    def _new_pane(self, kp: KeyPanes, ps: Any, elem: Any, ts: Any, out: Out) -> None:
+        """An element into a pane with no elements yet."""
+        size, slide, off = self._size, self._slide, self._offset
+        last = (ps - off) // slide * slide + off                 # the pane's windows: first .. last
+        first = (ps - size - off) // slide * slide + off + slide
+        if first + size <= self.watermark:                       # one of its windows fired, or expired
+            self._slow_element(kp, ps, None, elem, ts, out)
+            return
+        # every window of the pane is unfired: open those holding no other pane, in ascending start order
+        starts = kp.starts
+        if not starts or ps > starts[-1]:              # in order: the common case
+            lo = first if not starts or starts[-1] < first else (starts[-1] - off) // slide * slide + off + slide
+            hi = last
+            kp.panes[ps] = [self._add(self._create(), elem), first + size]
+            starts.append(ps)
+            if ps < kp.hi:
+                kp.invalidate()
+        else:
+            before, after = kp.neighbours(ps)
+            hi = min(last, (after - size - off) // slide * slide + off)
+            lo = first if before is None or before < first else (before - off) // slide * slide + off + slide
+            kp.add_pane(ps, [self._add(self._create(), elem), first + size])
+        if lo == hi and self._max_open is None:      # one new window (in order, the pane after the last one)
+            end = lo + size
+            bucket = self._due.get(end)
+            if bucket is None:
+                self._due[end] = [kp]
+                heappush(self._due_heap, end)
+            else:
+                bucket.append(kp)
+            self.stats.open_windows += 1
+        elif lo <= hi:
+            self._open_unfired(kp, lo, hi)
+
+    def _slow_element(self, kp: KeyPanes, ps: Any, pane: Any, elem: Any, ts: Any, out: Out) -> None:
+        """An element into a pane of which a window fired or expired."""
+        size, slide, off, lateness, w = self._size, self._slide, self._offset, self._lateness, self.watermark
+        key = kp.key
+        last = (ps - off) // slide * slide + off
+        starts = []   # the pane's windows that are not expired, descending
+        start = last
+        while start + size > ps:
+            if start + size + lateness <= w:
+                break
+            starts.append(start)
+            start -= slide
+        if not starts:
+            if not kp.panes:
+                del self._keys[key]
+            self._late(elem, ts, out)
+            return
+        if start + size > ps:
+            self.stats.partially_late += 1
+        if pane is None:
+            first = last
+            while first - slide + size > ps:
+                first -= slide
+            for start in reversed(starts):           # ascending: creation order
+                if not self._exists(kp, start):
+                    self._opened(1, key, start, start + size)
+                    self._register(kp, start + size)
+            pane = [self._create(), first + size]
+            kp.add_pane(ps, pane)
+        elif ps < kp.hi:
+            kp.invalidate()
+        pane[0] = self._add(pane[0], elem)
+        for start in reversed(starts):
+            if start + size <= w:
+                if self._accumulate:
+                    self._emit(key, start, start + size, kp.combine(start, start + size, self._create, self._merge),
+                               "late", out)
+                else:
+                    self._emit(key, start, start + size, self._add(self._create(), elem), "late", out)
+
+    def on_watermark(self, w: Any, out: Out) -> None:
+        if not w > self.watermark:
+            return
+        self.watermark = self.stats.watermark = w
+        h = self._due_heap
+        if h and h[0] <= w:
+            due, create, merge, result, append = self._due, self._create, self._merge, self._result, out.append
+            exp, exp_heap, lateness, size = self._exp, self._exp_heap, self._lateness, self._size
+            while h and h[0] <= w:
+                end = heappop(h)
+                ts = max_timestamp(end)
+                start = end - size
+                bucket = due.pop(end)
+                if result is None:
+                    for kp in bucket:
+                        append((make_window(kp.key, start, end, kp.window(start, end, create, merge), "on_time"), ts))
+                else:
+                    for kp in bucket:
+                        append((make_window(kp.key, start, end, result(kp.window(start, end, create, merge)),
+                                            "on_time"), ts))
+                t = end + lateness   # the windows of one end expire together: the bucket moves whole
+                if t <= w:           # (at once without allowed lateness)
+                    self._expire_bucket(end, bucket)
+                    continue
+                fired = exp.get(t)
+                if fired is None:
+                    exp[t] = bucket
+                    heappush(exp_heap, t)
+                else:
+                    fired.extend(bucket)
+        e = self._exp_heap
+        if e and e[0] <= w:
+            exp, lateness = self._exp, self._lateness
+            while e and e[0] <= w:
+                t = heappop(e)
+                self._expire_bucket(t - lateness, exp.pop(t))
+
+    def _expire_bucket(self, end: Any, bucket: List[KeyPanes]) -> None:
+        """The windows ending at ``end`` of these keys expire, with the panes whose last window they are."""
+        bound = end - self._size + self._slide   # panes below it have no window ending after ``end``
+        keys = self._keys
+        for kp in bucket:
+            starts = kp.starts
+            if starts and starts[0] < bound:
+                panes = kp.panes
+                if len(starts) == 1 or starts[1] >= bound:   # one pane leaves: the common case
+                    del panes[starts[0]]
+                    del starts[0]
+                else:
+                    i = bisect_left(starts, bound)
+                    for ps in starts[:i]:
+                        del panes[ps]
+                    del starts[:i]
+                if not starts:
+                    del keys[kp.key]
+        self.stats.open_windows -= len(bucket)
+
+    def fire_early(self, out: Out) -> None:
+        raise TypeError(f"{self.name}: early firings need the engine built with early_count or early_every "
+                        f"(this one merges panes and tracks no per-window deltas)")
+
+    # -------------------------------------------------------------------------------------------- checkpoints
+    def _state(self) -> Any:
+        return {"panes": [((kp.key, ps), kp.panes[ps][0], kp.panes[ps][1])
+                          for kp in self._keys.values() for ps in kp.starts],
+                "due": [(end, [kp.key for kp in self._due[end]]) for end in sorted(self._due)],
+                "fired": [(t, [kp.key for kp in self._exp[t]]) for t in sorted(self._exp)]}
+
+    def _load(self, state: Any) -> None:
+        keys = self._keys
+        for (key, ps), acc, first_end in state["panes"]:
+            kp = keys.get(key)
+            if kp is None:
+                kp = keys[key] = KeyPanes(key)
+            kp.add_pane(ps, [acc, first_end])
+        if "windows" in state:   # a snapshot of the engine that kept one record per window
+            # records: (None, n_new, fired, seq, key, start, end)
+            for _, _, fired, _, key, _, end in sorted(state["windows"], key=lambda r: r[3]):
+                if fired:
+                    t = end + self._lateness
+                    if t not in self._exp:
+                        self._exp[t] = []
+                    self._exp[t].append(keys[key])
+                else:
+                    self._due.setdefault(end, []).append(keys[key])
+        else:
+            for end, ks in state["due"]:
+                self._due[end] = [keys[k] for k in ks]
+            for t, ks in state["fired"]:
+                self._exp[t] = [keys[k] for k in ks]
+        self._due_heap = sorted(self._due)
+        self._exp_heap = sorted(self._exp)
+        self.stats.open_windows = (sum(len(b) for b in self._due.values())
+                                   + sum(len(b) for b in self._exp.values()))
