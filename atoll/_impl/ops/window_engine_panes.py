@@ -22,6 +22,8 @@ from ...windowing.records import make_window
 from .window_engine import Out, WindowEngine, max_timestamp
 from .window_panes import KeyPanes
 
+_NONE = object()   # no pane there (an accumulator may be None)
+
 
 class PaneSlidingEngine(WindowEngine):
     """Sliding windows over panes: one ``add`` per element into its pane; a window fires from its key's FIFO
@@ -46,6 +48,15 @@ class PaneSlidingEngine(WindowEngine):
         self._due_heap: List[Any] = []
         self._exp: Dict[Any, List[KeyPanes]] = {}  # end + allowed_lateness -> the keys with a fired window
         self._exp_heap: List[Any] = []
+        self._unfired_from = self._fired_below(self.watermark)
+
+    def _fired_below(self, w: Any) -> Any:
+        """The bound of the panes with a fired window at watermark ``w``: the last window end ``<= w``. A pane
+        ``ps`` has only unfired windows iff ``ps >= `` it (its first window ends after ``ps``, after the bound)."""
+        if w == -math.inf or w == math.inf:
+            return w
+        off, size, slide = self._offset, self._size, self._slide
+        return (w - off - size) // slide * slide + off + size
 
     # -------------------------------------------------------------------------------------------- windows
     def _exists(self, kp: KeyPanes, start: Any) -> bool:
@@ -102,12 +113,13 @@ class PaneSlidingEngine(WindowEngine):
         ps = (ts - off) // p * p + off
         kp = self._keys.get(key)
         if kp is not None:
-            pane = kp.panes.get(ps)
-            if pane is not None:
-                if pane[1] > self.watermark:  # every window of the pane is still unfired
-                    pane[0] = self._add(pane[0], elem)
+            panes = kp.panes
+            acc = panes.get(ps, _NONE)
+            if acc is not _NONE:
+                if ps >= self._unfired_from:  # every window of the pane is still unfired
+                    panes[ps] = self._add(acc, elem)
                     return
-                self._slow_element(kp, ps, pane, elem, ts, out)
+                self._slow_element(kp, ps, True, elem, ts, out)
                 return
         else:
             kp = self._keys[key] = KeyPanes(key)
@@ -119,14 +131,14 @@ class PaneSlidingEngine(WindowEngine):
         last = (ps - off) // slide * slide + off                 # the pane's windows: first .. last
         first = (ps - size - off) // slide * slide + off + slide
         if first + size <= self.watermark:                       # one of its windows fired, or expired
-            self._slow_element(kp, ps, None, elem, ts, out)
+            self._slow_element(kp, ps, False, elem, ts, out)
             return
         # every window of the pane is unfired: open those holding no other pane, in ascending start order
         starts = kp.starts
         if not starts or ps > starts[-1]:              # in order: the common case
             lo = first if not starts or starts[-1] < first else (starts[-1] - off) // slide * slide + off + slide
             hi = last
-            kp.panes[ps] = [self._add(self._create(), elem), first + size]
+            kp.panes[ps] = self._add(self._create(), elem)
             starts.append(ps)
             if ps < kp.hi:
                 kp.invalidate()
@@ -134,7 +146,7 @@ class PaneSlidingEngine(WindowEngine):
             before, after = kp.neighbours(ps)
             hi = min(last, (after - size - off) // slide * slide + off)
             lo = first if before is None or before < first else (before - off) // slide * slide + off + slide
-            kp.add_pane(ps, [self._add(self._create(), elem), first + size])
+            kp.add_pane(ps, self._add(self._create(), elem))
         if lo == hi and self._max_open is None:      # one new window (in order, the pane after the last one)
             end = lo + size
             bucket = self._due.get(end)
@@ -147,8 +159,8 @@ class PaneSlidingEngine(WindowEngine):
         elif lo <= hi:
             self._open_unfired(kp, lo, hi)
 
-    def _slow_element(self, kp: KeyPanes, ps: Any, pane: Any, elem: Any, ts: Any, out: Out) -> None:
-        """An element into a pane of which a window fired or expired."""
+    def _slow_element(self, kp: KeyPanes, ps: Any, exists: bool, elem: Any, ts: Any, out: Out) -> None:
+        """An element into a pane (``exists``: with elements already) of which a window fired or expired."""
         size, slide, off, lateness, w = self._size, self._slide, self._offset, self._lateness, self.watermark
         key = kp.key
         last = (ps - off) // slide * slide + off
@@ -166,19 +178,16 @@ class PaneSlidingEngine(WindowEngine):
             return
         if start + size > ps:
             self.stats.partially_late += 1
-        if pane is None:
-            first = last
-            while first - slide + size > ps:
-                first -= slide
+        if not exists:
             for start in reversed(starts):           # ascending: creation order
                 if not self._exists(kp, start):
                     self._opened(1, key, start, start + size)
                     self._register(kp, start + size)
-            pane = [self._create(), first + size]
-            kp.add_pane(ps, pane)
-        elif ps < kp.hi:
-            kp.invalidate()
-        pane[0] = self._add(pane[0], elem)
+            kp.add_pane(ps, self._add(self._create(), elem))
+        else:
+            if ps < kp.hi:
+                kp.invalidate()
+            kp.panes[ps] = self._add(kp.panes[ps], elem)
         for start in reversed(starts):
             if start + size <= w:
                 if self._accumulate:
@@ -191,6 +200,7 @@ class PaneSlidingEngine(WindowEngine):
         if not w > self.watermark:
             return
         self.watermark = self.stats.watermark = w
+        self._unfired_from = self._fired_below(w)
         h = self._due_heap
         if h and h[0] <= w:
             due, create, merge, result, append = self._due, self._create, self._merge, self._result, out.append
@@ -231,15 +241,11 @@ class PaneSlidingEngine(WindowEngine):
         for kp in bucket:
             starts = kp.starts
             if starts and starts[0] < bound:
-                panes = kp.panes
                 if len(starts) == 1 or starts[1] >= bound:   # one pane leaves: the common case
-                    del panes[starts[0]]
+                    del kp.panes[starts[0]]
                     del starts[0]
                 else:
-                    i = bisect_left(starts, bound)
-                    for ps in starts[:i]:
-                        del panes[ps]
-                    del starts[:i]
+                    kp.remove_below(bound)
                 if not starts:
                     del keys[kp.key]
         self.stats.open_windows -= len(bucket)
@@ -250,18 +256,18 @@ class PaneSlidingEngine(WindowEngine):
 
     # -------------------------------------------------------------------------------------------- checkpoints
     def _state(self) -> Any:
-        return {"panes": [((kp.key, ps), kp.panes[ps][0], kp.panes[ps][1])
+        return {"panes": [((kp.key, ps), kp.panes[ps])
                           for kp in self._keys.values() for ps in kp.starts],
                 "due": [(end, [kp.key for kp in self._due[end]]) for end in sorted(self._due)],
                 "fired": [(t, [kp.key for kp in self._exp[t]]) for t in sorted(self._exp)]}
 
     def _load(self, state: Any) -> None:
         keys = self._keys
-        for (key, ps), acc, first_end in state["panes"]:
+        for (key, ps), acc, *_ in state["panes"]:    # (an older layout adds the end of the pane's first window)
             kp = keys.get(key)
             if kp is None:
                 kp = keys[key] = KeyPanes(key)
-            kp.add_pane(ps, [acc, first_end])
+            kp.add_pane(ps, acc)
         if "windows" in state:   # a snapshot of the engine that kept one record per window
             # records: (None, n_new, fired, seq, key, start, end)
             for _, _, fired, _, key, _, end in sorted(state["windows"], key=lambda r: r[3]):
@@ -277,6 +283,7 @@ class PaneSlidingEngine(WindowEngine):
                 self._due[end] = [keys[k] for k in ks]
             for t, ks in state["fired"]:
                 self._exp[t] = [keys[k] for k in ks]
+        self._unfired_from = self._fired_below(self.watermark)
         self._due_heap = sorted(self._due)
         self._exp_heap = sorted(self._exp)
         self.stats.open_windows = (sum(len(b) for b in self._due.values())
