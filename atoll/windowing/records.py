@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from typing import Any, Tuple
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Window:
     """One firing of the window ``[start, end)`` of ``key``.
 
     ``timing`` is ``"early"``, ``"on_time"`` or ``"late"``; ``superseded`` lists the ``(start, end)`` of windows
     emitted before that this one replaces (merged sessions), so an upserting sink can retract them.
+    Slotted (no ``__dict__``): a record costs one object, which matters to the garbage collector when a sink keeps
+    many of them.
     """
 
     key: Any
@@ -31,7 +33,8 @@ class Window:
 
 
 _new = object.__new__
-_set = object.__setattr__
+_set_key, _set_start, _set_end, _set_value, _set_timing, _set_superseded = (
+    Window.__dict__[name].__set__ for name in ("key", "start", "end", "value", "timing", "superseded"))
 
 
 def make_window(key: Any, start: Any, end: Any, value: Any, timing: str = "on_time",
@@ -39,12 +42,16 @@ def make_window(key: Any, start: Any, end: Any, value: Any, timing: str = "on_ti
     """``Window(key, start, end, value, timing, superseded)`` built without the dataclass ``__init__`` (six frozen
     ``__setattr__`` calls): the engines' per-window path. The record is the same in every respect."""
     w = _new(Window)
-    _set(w, "__dict__", {"key": key, "start": start, "end": end, "value": value, "timing": timing,
-                         "superseded": superseded})
+    _set_key(w, key)
+    _set_start(w, start)
+    _set_end(w, end)
+    _set_value(w, value)
+    _set_timing(w, timing)
+    _set_superseded(w, superseded)
     return w
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Late:
     """An element none of whose windows accepted it any more: its value, its timestamp, the watermark then."""
 
