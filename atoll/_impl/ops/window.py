@@ -166,6 +166,10 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
     def _take(self, buf: list) -> None:
         """Queue what the engine produced: results for ``out``, late records for ``late``."""
         q, lq = self.queue, self.late_queue
+        if self.late is None:   # no late outlet: no Late records (they are dropped or fail)
+            q.extend(buf)
+            buf.clear()
+            return
         for item in buf:
             if type(item[0]) is Late:
                 lq.append(item)

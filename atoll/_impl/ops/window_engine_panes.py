@@ -127,12 +127,12 @@ class PaneSlidingEngine(WindowEngine):
 
     def _new_pane(self, kp: KeyPanes, ps: Any, elem: Any, ts: Any, out: Out) -> None:
         """An element into a pane with no elements yet."""
+        if ps < self._unfired_from:                              # one of its windows fired, or expired
+            self._slow_element(kp, ps, False, elem, ts, out)
+            return
         size, slide, off = self._size, self._slide, self._offset
         last = (ps - off) // slide * slide + off                 # the pane's windows: first .. last
         first = (ps - size - off) // slide * slide + off + slide
-        if first + size <= self.watermark:                       # one of its windows fired, or expired
-            self._slow_element(kp, ps, False, elem, ts, out)
-            return
         # every window of the pane is unfired: open those holding no other pane, in ascending start order
         starts = kp.starts
         if not starts or ps > starts[-1]:              # in order: the common case
@@ -207,7 +207,7 @@ class PaneSlidingEngine(WindowEngine):
             exp, exp_heap, lateness, size = self._exp, self._exp_heap, self._lateness, self._size
             while h and h[0] <= w:
                 end = heappop(h)
-                ts = max_timestamp(end)
+                ts = end - 1 if type(end) is int else max_timestamp(end)
                 start = end - size
                 bucket = due.pop(end)
                 if result is None:

@@ -87,22 +87,26 @@ class KeyPanes:
             lo = start
         else:                         # evict the panes before ``start``
             lo = hi
-            while True:
-                if front_ps:
-                    if front_ps[-1] >= start:
-                        break
+            if front_ps and front_ps[-1] < start:
+                front_agg = self.front_agg
+                front_ps.pop()
+                front_agg.pop()
+                while front_ps and front_ps[-1] < start:
                     front_ps.pop()
-                    self.front_agg.pop()
-                elif back_ps and back_ps[0] < start:
-                    self._flip(create, merge)
-                else:
-                    break
+                    front_agg.pop()
+            if not front_ps and back_ps and back_ps[0] < start:
+                self._flip(create, merge)
+                front_agg = self.front_agg
+                while front_ps and front_ps[-1] < start:
+                    front_ps.pop()
+                    front_agg.pop()
         # the panes in [max(hi, start), end) enter at the back
         starts = self.starts
         i = bisect_left(starts, lo)
         n = len(starts)
+        agg = self.back_agg
         if i < n and starts[i] < end:
-            panes, back_acc, agg = self.panes, self.back_acc, self.back_agg
+            panes, back_acc = self.panes, self.back_acc
             if agg is None:
                 agg = create()
             while i < n:
@@ -116,11 +120,10 @@ class KeyPanes:
                 i += 1
             self.back_agg = agg
         self.hi = end
-        front_agg = self.front_agg
-        if front_agg:
-            acc = merge(create(), front_agg[-1])
-            return acc if self.back_agg is None else merge(acc, self.back_agg)
-        return create() if self.back_agg is None else merge(create(), self.back_agg)
+        if front_ps:
+            acc = merge(create(), self.front_agg[-1])
+            return acc if agg is None else merge(acc, agg)
+        return create() if agg is None else merge(create(), agg)
 
     def _flip(self, create: Callable, merge: Callable) -> None:
         """Move the back into the front as suffix aggregates (the front is empty)."""
