@@ -152,17 +152,19 @@ class Source(FlowOps, GraphOps, EventTimeOps, AsyncOps, PoolOps, TimeOps, RateOp
 
     @staticmethod
     def from_spark(df: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None,
-                   timestamp_column: Optional[str] = None, max_out_of_orderness=0) -> "Source":
-        """Stream a Spark DataFrame, fetching its partitions into Ray as demand arrives: rows as dicts
-        (``rows``), ``pyarrow.RecordBatch``\\ es (``arrow``) or pandas DataFrames (``pandas``) of at most
-        ``max_rows_per_batch`` rows. Spark computes and caches the DataFrame when the graph starts; see
-        :mod:`atoll.interop.spark_source` for what is streamed and what memory it takes.
+                   timestamp_column: Optional[str] = None, max_out_of_orderness=0, *, cache: bool = False,
+                   prefetch_partitions: int = 2) -> "Source":
+        """Stream a Spark DataFrame: rows as dicts (``rows``), ``pyarrow.RecordBatch``\\ es (``arrow``) or pandas
+        DataFrames (``pandas``) of at most ``max_rows_per_batch`` rows. Spark computes a partition only when
+        demand reaches it, ``prefetch_partitions`` ahead; ``cache=True`` has Spark compute and cache the whole
+        DataFrame when the graph starts instead. See :mod:`atoll.interop.spark_source`.
         ``timestamp_column``: rows carry that column as their event timestamp (a timestamp column as epoch
         milliseconds, a numeric one as it is), with bounded out-of-orderness watermarks
         (``with_timestamps``); rows only."""
         from ..interop.spark_source import SparkSource
 
-        source = Source.from_graph(SparkSource(df, as_, max_rows_per_batch))
+        source = Source.from_graph(SparkSource(df, as_, max_rows_per_batch, cache=cache,
+                                               prefetch_partitions=prefetch_partitions))
         if timestamp_column is None:
             return source
         if as_ != "rows":
@@ -171,6 +173,29 @@ class Source(FlowOps, GraphOps, EventTimeOps, AsyncOps, PoolOps, TimeOps, RateOp
         if timestamp_column not in columns:
             raise ValueError(f"from_spark: timestamp_column {timestamp_column!r} is not a column of the DataFrame "
                              f"(columns: {columns})")
+        return source.with_timestamps(_column_timestamp(timestamp_column), max_out_of_orderness=max_out_of_orderness)
+
+    @staticmethod
+    def from_spark_stream(streaming_df: Any, trigger: Any = None, as_: str = "rows",
+                          max_rows_per_batch: Optional[int] = None, timestamp_column: Optional[str] = None,
+                          max_out_of_orderness=0, checkpoint_location: Optional[str] = None) -> "Source":
+        """Feed the micro-batches of a Spark Structured Streaming DataFrame into the graph, batch after batch,
+        with backpressure (the next micro-batch waits until the graph has taken the previous one); the query is
+        stopped when the graph ends. ``trigger``: ``None``, a processing-time string or a dict such as
+        ``{"availableNow": True}``. ``timestamp_column`` as in ``from_spark``. See
+        :mod:`atoll.interop.spark_stream`."""
+        from ..interop.spark_stream import SparkStreamSource
+
+        source = Source.from_graph(SparkStreamSource(streaming_df, trigger, as_, max_rows_per_batch,
+                                                     checkpoint_location))
+        if timestamp_column is None:
+            return source
+        if as_ != "rows":
+            raise ValueError(f"from_spark_stream: timestamp_column needs as_='rows', got {as_!r}")
+        columns = list(streaming_df.columns)
+        if timestamp_column not in columns:
+            raise ValueError(f"from_spark_stream: timestamp_column {timestamp_column!r} is not a column of the "
+                             f"DataFrame (columns: {columns})")
         return source.with_timestamps(_column_timestamp(timestamp_column), max_out_of_orderness=max_out_of_orderness)
 
     @staticmethod

@@ -1,14 +1,21 @@
 """``Source.from_spark``: a Spark DataFrame streamed into a graph partition by partition, as demand arrives.
 
-When the graph is materialized (on the driver, which owns the Spark session) the DataFrame is prepared by
-:class:`~atoll.interop.spark_partitions.SparkPartitions`: **Spark computes the whole DataFrame once and caches
-it as Arrow data in its executors** -- that Spark work is done up front, because Spark has no pull-based
-partition iterator to offer an outside consumer. What is streamed is the copy into Ray and everything after:
-the island that hosts the source fetches a partition from its executor only when the partitions fetched before
-it are nearly consumed (two partitions in flight), converts it in slices of at most ``max_rows_per_batch`` rows
-on a helper thread a few slices ahead of demand, and emits. So the first element leaves the source after one
-partition was copied, and memory in Ray is bounded by two partitions plus the channel buffers whatever the size
-of the DataFrame. The cache is released when the graph ends.
+Two modes, chosen when the blueprint is built:
+
+* **on demand** (the default): nothing is computed when the graph starts. Spark runs a job for a partition only
+  when demand reaches it, ``prefetch_partitions`` partitions ahead of the one being emitted; the executor's Arrow
+  data is copied into Ray by a Ray task and the executor's copy is dropped once Ray has it
+  (:mod:`atoll.interop.spark_on_demand`). Nothing is cached or collected whole, nothing passes through the Spark
+  driver's heap; with one element requested from a DataFrame of 64 partitions, Spark has run 3 tasks.
+* **cached** (``cache=True``): when the graph is materialized, Spark computes the whole DataFrame once and caches
+  it as Arrow data in its executors (:class:`~atoll.interop.spark_partitions.SparkPartitions`, RayDP's
+  recoverable path); only the copy into Ray is on demand. For DataFrames that are expensive to recompute, and for
+  recovery: a fetched partition lost with its node is fetched again from Spark's cache.
+
+Either way the island that hosts the source converts each partition in slices of at most ``max_rows_per_batch``
+rows on a helper thread, a slice ahead of demand, and emits; memory in Ray is bounded by two partitions plus the
+channel buffers, whatever the size of the DataFrame. Spark's cache (or the on-demand jobs) are released or
+cancelled when the graph ends.
 """
 from __future__ import annotations
 
@@ -29,22 +36,17 @@ ROWS_SLICE = 2048
 FETCH_AHEAD = 2
 
 
-class _PartitionReader:
-    """Picklable iterator factory run on the source's helper thread: fetch, slice, convert."""
+class _CachedTables:
+    """Picklable: the tables of a cached DataFrame (``cache=True``), fetched ``ahead`` partitions ahead."""
 
-    def __init__(self, fetcher, fmt: str, max_rows: int, timezone: Optional[str], ahead: int = FETCH_AHEAD):
+    def __init__(self, fetcher, ahead: int = FETCH_AHEAD):
         self.fetcher = fetcher
-        self.fmt = fmt
-        self.max_rows = max_rows
-        self.timezone = timezone
         self.ahead = ahead
 
     def __call__(self) -> Iterator[Any]:
         import ray
 
-        from .spark_frames import arrow_to_pandas, arrow_to_rows, slices
-
-        fetcher, fmt, tz = self.fetcher, self.fmt, self.timezone
+        fetcher = self.fetcher
         n = fetcher.num_partitions
         pending: collections.deque = collections.deque()
         nxt = 0
@@ -56,6 +58,24 @@ class _PartitionReader:
             if nxt < n:
                 pending.append(fetcher.fetch(nxt))
                 nxt += 1
+            yield table
+            del table
+
+
+class _PartitionReader:
+    """Picklable iterator factory run on the source's helper thread: partition tables, sliced and converted."""
+
+    def __init__(self, tables, fmt: str, max_rows: int, timezone: Optional[str]):
+        self.tables = tables
+        self.fmt = fmt
+        self.max_rows = max_rows
+        self.timezone = timezone
+
+    def __call__(self) -> Iterator[Any]:
+        from .spark_frames import arrow_to_pandas, arrow_to_rows, slices
+
+        fmt, tz = self.fmt, self.timezone
+        for table in self.tables():
             for piece in slices(table, self.max_rows):
                 if fmt == "rows":
                     yield arrow_to_rows(piece, tz)
@@ -75,19 +95,27 @@ def _empty_batch(schema):
 
 class SparkSource(SourceStage):
     """Emits the rows of a Spark DataFrame as dicts (``rows``), ``pyarrow.RecordBatch``\\ es (``arrow``) or pandas
-    DataFrames (``pandas``), fetching partitions on demand (see the module docstring for what Spark does up front).
+    DataFrames (``pandas``), computing (or, with ``cache=True``, fetching) partitions on demand (see the module
+    docstring).
 
-    **Emits when** downstream pulls and converted data is at hand. **Backpressures** the fetching of further
-    partitions. **Completes when** every partition was emitted. **Fails when** Spark or the fetch fails.
+    **Emits when** downstream pulls and converted data is at hand. **Backpressures** Spark: a partition's job runs
+    only ``prefetch_partitions`` partitions ahead of the one being emitted. **Completes when** every partition was
+    emitted. **Fails when** a Spark job or a fetch fails (:class:`~atoll.interop.spark_on_demand.SparkJobError`
+    with Spark's message). **Cancels** Spark's running jobs for this source when downstream cancels or the graph
+    ends.
     """
 
-    def __init__(self, df: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None):
+    def __init__(self, df: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None, *,
+                 cache: bool = False, prefetch_partitions: int = FETCH_AHEAD):
         try:
             from pyspark.sql import DataFrame
         except ImportError as e:  # pragma: no cover - pyspark is a dependency
             raise IllegalStateError("Source.from_spark needs pyspark") from e
         if not isinstance(df, DataFrame):
             raise TypeError(f"Source.from_spark: df must be a pyspark.sql.DataFrame, got {type(df).__name__}")
+        if df.isStreaming:
+            raise ValueError("Source.from_spark: df is a streaming DataFrame (from spark.readStream); "
+                             "use Source.from_spark_stream for it")
         if as_ not in FORMATS:
             raise ValueError(f"Source.from_spark: as_ must be one of {FORMATS}, got {as_!r}")
         if max_rows_per_batch is not None and (
@@ -95,20 +123,38 @@ class SparkSource(SourceStage):
                 or max_rows_per_batch < 1):
             raise ValueError(f"Source.from_spark: max_rows_per_batch must be an int >= 1 or None, "
                              f"got {max_rows_per_batch!r}")
+        if not isinstance(cache, bool):
+            raise TypeError(f"Source.from_spark: cache must be a bool, got {cache!r}")
+        if (not isinstance(prefetch_partitions, int) or isinstance(prefetch_partitions, bool)
+                or prefetch_partitions < 1):
+            raise ValueError(f"Source.from_spark: prefetch_partitions must be an int >= 1, "
+                             f"got {prefetch_partitions!r}")
         super().__init__("from_spark")
         self.df = df
         self.fmt = as_
         if max_rows_per_batch is None:
             max_rows_per_batch = ROWS_SLICE if as_ == "rows" else 10_000
         self.max_rows = max_rows_per_batch
+        self.cache = cache
+        self.prefetch_partitions = prefetch_partitions
 
     def prepare_on_driver(self, ctx):
-        from .spark_partitions import SparkPartitions
+        if self.cache:
+            from .spark_partitions import SparkPartitions
 
-        parts = SparkPartitions(self.df)
-        ctx.on_end(parts.release)
-        reader = _PartitionReader(parts.fetcher, self.fmt, self.max_rows, parts.timezone)
-        stage = BackgroundSource("from_spark", reader, prefetch=2, chunked=self.fmt == "rows")
+            parts = SparkPartitions(self.df)
+            ctx.on_end(parts.release)
+            reader = _PartitionReader(_CachedTables(parts.fetcher, self.prefetch_partitions), self.fmt,
+                                      self.max_rows, parts.timezone)
+            prefetch = 2
+        else:
+            from .spark_on_demand import OnDemandPartitions
+
+            parts = OnDemandPartitions(self.df, prefetch=self.prefetch_partitions, remote=ctx.remote)
+            ctx.on_end(parts.close)
+            reader = _PartitionReader(parts.client.tables, self.fmt, self.max_rows, parts.timezone)
+            prefetch = 1  # one converted slice ahead: the partitions ahead are Spark's prefetch
+        stage = BackgroundSource("from_spark", reader, prefetch=prefetch, chunked=self.fmt == "rows")
         return with_shape_of(stage, self), None
 
     def create_logic(self, attributes):

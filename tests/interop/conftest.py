@@ -23,12 +23,16 @@ SPARK_TEST_CONFIGS = {
 }
 
 
+#: A small object store, so that test_spark_on_demand can stream a DataFrame of 4x its size through it.
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+
+
 @pytest.fixture(scope="package")
 def ray_session():
-    """Ray, started here (2 CPUs, no dashboard) unless something already started it."""
+    """Ray, started here (2 CPUs, a 100 MiB object store, no dashboard) unless something already started it."""
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
     yield
     if started:
         ray.shutdown()

@@ -141,8 +141,8 @@ def test_from_spark_checks_its_arguments_when_built(spark):
         Source.from_spark(df, as_="arrow", max_rows_per_batch=0)
 
 
-def test_partitions_are_fetched_on_demand(spark, monkeypatch):
-    """With one element requested, only the first partitions are fetched: the rest waits for demand."""
+def test_cached_partitions_are_fetched_on_demand(spark, monkeypatch):
+    """cache=True: with one element requested, only the first partitions are fetched: the rest waits for demand."""
     from atoll.interop import spark_partitions
 
     fetched = []
@@ -156,7 +156,7 @@ def test_partitions_are_fetched_on_demand(spark, monkeypatch):
     df = numbers_df(spark, 16_000, 16)
     m = Materializer.local()
     try:
-        probe = Source.from_spark(df, max_rows_per_batch=100).run_with(TestSink.probe(timeout=60), m)
+        probe = Source.from_spark(df, max_rows_per_batch=100, cache=True).run_with(TestSink.probe(timeout=60), m)
         probe.request(1)
         assert probe.expect_next()["id"] in range(16_000)
         probe.expect_no_message(1.0)  # time for a source that reads ahead to show it

@@ -1,0 +1,396 @@
+"""Partitions of a Spark DataFrame computed by Spark only when a stream's demand reaches them.
+
+``Source.from_spark(df)`` (without ``cache=True``) reads a DataFrame through this module. Nothing is computed when
+the graph starts; for each partition ``i`` that demand reaches:
+
+1. **the driver runs a Spark job for partition ``i`` only**: the DataFrame's Arrow-batch RDD
+   (``Dataset.toArrowBatchRdd``, the RDD RayDP's recoverable path uses, marked ``MEMORY_AND_DISK``) wrapped in a
+   ``PartitionPruningRDD`` that keeps partition ``i`` alone (its filter is a Scala ``Set(i)``, a serializable
+   ``Int => Boolean`` py4j can build), and ``count()`` on it: one Spark task, which computes partition ``i`` on an
+   executor and leaves its Arrow IPC batches in that executor's block manager. The driver's heap sees the count.
+2. **the executor writes the Arrow data into Ray**: a Ray task (``num_cpus=0``, RayDP's
+   ``_fetch_arrow_table_from_executor`` as in :mod:`~atoll.interop.spark_partitions`) calls the executor actor's
+   ``getRDDPartition`` (RayDP's executors are Ray actors): the executor returns the block's bytes as a Ray
+   object, the task reads them as a ``pyarrow.Table`` owned by the stream's island.
+3. once the island has the table, the driver **removes the block** from the executor, so Spark holds at most
+   the partitions in flight.
+
+How demand reaches the driver: the island reading the partitions (possibly a Ray actor in another process) and
+the driver (the only process with the Spark JVM) talk through a mailbox: an in-process object for the local
+materializer, a small Ray actor (``num_cpus=0``, threaded) for Ray islands. The island asks for partitions
+``0 .. prefetch_partitions-1`` when it starts and for partition ``i + prefetch_partitions`` once it has emitted
+partition ``i``; a driver thread takes the requests and runs each partition's job on a pool of
+``prefetch_partitions`` threads (jobs of one source run concurrently, in the job group :attr:`job_group`). So at
+most ``prefetch_partitions + 1`` partitions have been computed beyond what downstream has taken (the one being
+emitted and those asked ahead), and Ray holds at most two of them plus the channel buffers.
+
+Measured (tests/interop/test_spark_on_demand.py): with one element requested from a DataFrame of 64 partitions,
+Spark ran tasks for 3 partitions (3 single-task jobs). A DataFrame of 4x the object store's size (400 MiB through
+a 100 MiB store) streams through with every row. **Limitation:** the object store's use is *not* bounded by the
+partitions in flight: the executor actor's reply (the partition's Arrow bytes, a cross-language Ray object) stays
+referenced by the reused fetch worker after the fetch task ended (``ray memory`` lists it as that worker's local
+reference; dropping the ref and ``gc.collect()`` do not release it), so the store fills and Ray spills those
+replies to disk. RayDP's own recoverable fetch has the same behaviour.
+
+What is not streamed: a DataFrame whose plan has a shuffle runs the shuffle's map side whole with the first
+partition's job (Spark's stage boundary; later jobs reuse the shuffle files). A partition's job that fails fails
+the stream with Spark's message (:class:`SparkJobError`); the jobs still running are cancelled when the graph
+ends. Recovery: a fetched table lost with its node cannot be rebuilt from the executor (the block is gone); use
+``cache=True`` (:mod:`~atoll.interop.spark_partitions`) for that and for DataFrames expensive to recompute.
+
+Private APIs used: PySpark's ``DataFrame._jdf``, ``SparkContext._jvm``/``_jsc``/``_getJavaStorageLevel``; Spark's
+``Dataset.toArrowBatchRdd`` (``private[sql]``, public in bytecode), ``PartitionPruningRDD.create``,
+``BlockManagerMaster.getLocations``/``removeBlock``; RayDP 1.6.5's ``ObjectStoreWriter.toArrowSchema``,
+``ObjectStoreWriter.driverAgentUrl`` and the executor actors' ``getRDDPartition`` (through RayDP's fetch task).
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import itertools
+import logging
+import threading
+import uuid
+from typing import Any, Iterator, List, Optional, Tuple
+
+import pyarrow as pa
+
+from atoll.errors import IllegalStateError, StreamError
+
+__all__ = ["SparkJobError", "OnDemandPartitions", "PartitionClient"]
+
+log = logging.getLogger(__name__)
+
+#: prefix of the Spark job group of each on-demand source (the rest is unique per materialization)
+JOB_GROUP_PREFIX = "atoll-from-spark-"
+
+
+class SparkJobError(StreamError):
+    """A Spark job that computed a partition for ``Source.from_spark`` failed; the message is Spark's."""
+
+
+class _Closed(Exception):
+    pass
+
+
+class Mailbox:
+    """Requests from the island to the driver and answers back; thread-safe. Used in-process (local islands) or
+    as a Ray actor (Ray islands)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._requests: collections.deque = collections.deque()
+        self._answers: dict = {}
+        self._closed = False
+
+    # island side
+    def want(self, i: int) -> None:
+        with self._cond:
+            self._requests.append(("want", i))
+            self._cond.notify_all()
+
+    def done(self, i: int) -> None:
+        with self._cond:
+            self._requests.append(("done", i))
+            self._cond.notify_all()
+
+    def answer(self, i: int, timeout: Optional[float] = None):
+        """``(executor_id, error)`` for partition ``i``; ``None`` if not there within ``timeout`` (0: poll)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: i in self._answers or self._closed, timeout):
+                return None
+            if i in self._answers:
+                return self._answers.pop(i)
+            return (None, "closed")
+
+    # driver side
+    def requests(self, timeout: float) -> List[Tuple[str, int]]:
+        with self._cond:
+            self._cond.wait_for(lambda: self._requests or self._closed, timeout)
+            out = list(self._requests)
+            self._requests.clear()
+            return out
+
+    def reply(self, i: int, executor: Optional[str], error: Optional[str]) -> None:
+        with self._cond:
+            self._answers[i] = (executor, error)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+_remote_mailbox = None
+
+
+def _mailbox_actor_class():
+    global _remote_mailbox
+    if _remote_mailbox is None:
+        import ray
+
+        _remote_mailbox = ray.remote(num_cpus=0, max_concurrency=8)(Mailbox)
+    return _remote_mailbox
+
+
+class _Box:
+    """The same calls on a local :class:`Mailbox` or a Ray actor handle of one."""
+
+    def __init__(self, target, remote: bool):
+        self.target = target
+        self.remote = remote
+
+    def call(self, name: str, *args, wait: bool = True):
+        if not self.remote:
+            return getattr(self.target, name)(*args)
+        import ray
+
+        ref = getattr(self.target, name).remote(*args)
+        return ray.get(ref) if wait else None
+
+
+class PartitionClient:
+    """The island's half: asks for partitions ahead of demand and yields their tables in order. Picklable when
+    the mailbox is a Ray actor."""
+
+    def __init__(self, box: _Box, num_partitions: int, prefetch: int, rdd_id: int, schema: pa.Schema,
+                 schema_json: str, driver_agent_url: str, fetch_num_cpus: float, fetch_memory: float):
+        self.box = box
+        self.num_partitions = num_partitions
+        self.prefetch = prefetch
+        self.rdd_id = rdd_id
+        self.schema = schema
+        self.schema_json = schema_json
+        self.driver_agent_url = driver_agent_url
+        self.fetch_num_cpus = fetch_num_cpus
+        self.fetch_memory = fetch_memory
+
+    def _fetch(self, i: int, answer) -> Any:
+        executor, error = answer
+        if error is not None:
+            if error == "closed":
+                raise IllegalStateError("from_spark: the partition server was closed (the graph ended)")
+            raise SparkJobError(error)
+        options = {"num_cpus": self.fetch_num_cpus}
+        if self.fetch_memory:
+            options["memory"] = self.fetch_memory
+        return _fetch_task().options(**options).remote(f"raydp-executor-{executor}", self.rdd_id, i,
+                                                       self.schema_json, self.driver_agent_url)
+
+    def tables(self) -> Iterator[pa.Table]:
+        """Partition tables in order, each requested from Spark ``prefetch`` partitions ahead of the one being
+        consumed; the next one is asked for when the generator is resumed after yielding the previous one."""
+        import ray
+
+        n, box = self.num_partitions, self.box
+        for i in range(min(self.prefetch, n)):
+            box.call("want", i, wait=False)
+        refs: dict = {}
+        for i in range(n):
+            if i not in refs:
+                refs[i] = self._fetch(i, box.call("answer", i, None))
+            if i + 1 < n and i + 1 not in refs:  # copy the next one into Ray while this one is consumed
+                ready = box.call("answer", i + 1, 0)
+                if ready is not None:
+                    refs[i + 1] = self._fetch(i + 1, ready)
+            table = ray.get(refs.pop(i))
+            box.call("done", i, wait=False)
+            yield table
+            del table
+            if i + self.prefetch < n:
+                box.call("want", i + self.prefetch, wait=False)
+
+
+def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
+                         driver_agent_url: str) -> pa.Table:
+    """Ray task body: the executor actor's Arrow bytes for a partition (RayDP's ``getRDDPartition``), read as a
+    table. As RayDP's ``_fetch_arrow_table_from_executor``, but the reply object (a copy of the bytes arrives in
+    this worker) is let go of at once: a cross-language reply left to the worker's garbage collector stays pinned
+    in the object store for as long as the (reused) worker lives, so a long stream would fill the store."""
+    import gc
+
+    import ray
+    from raydp.spark.dataset import _enable_load_code_from_local
+
+    from .spark_partitions import _repair_offsets
+
+    _enable_load_code_from_local()
+    actor = ray.get_actor(executor_actor_name)
+    ref = actor.getRDDPartition.remote(rdd_id, partition_id, schema_json, driver_agent_url)
+    data = ray.get(ref)
+    del ref, actor
+    gc.collect()
+    table = pa.ipc.open_stream(pa.BufferReader(data)).read_all().replace_schema_metadata()
+    return _repair_offsets(table)
+
+
+_fetch_remote = None
+
+
+def _fetch_task():
+    global _fetch_remote
+    if _fetch_remote is None:
+        import ray
+
+        _fetch_remote = ray.remote(max_retries=0)(_fetch_from_executor)
+    return _fetch_remote
+
+
+def _java_error_text(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            text = str(java.toString())
+        except Exception:  # noqa: BLE001 - the gateway may be gone
+            text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("at ")]
+    return "\n".join(lines[:40])
+
+
+class OnDemandPartitions:
+    """The driver's half (see the module docstring): prepares the Arrow RDD, serves partition requests with
+    Spark jobs, removes fetched blocks; :meth:`close` cancels running jobs and unpersists."""
+
+    _ids = itertools.count()
+
+    def __init__(self, df, *, prefetch: int = 2, remote: bool = False, storage_level=None):
+        from pyspark.sql import DataFrame
+        from pyspark.storagelevel import StorageLevel
+
+        if not isinstance(df, DataFrame):
+            raise TypeError(f"from_spark: df must be a pyspark DataFrame, got {type(df).__name__}")
+        from .spark_types import to_arrow_schema
+
+        spark = df.sparkSession
+        sc = spark.sparkContext
+        jvm = sc._jvm
+        writer = jvm.org.apache.spark.sql.raydp.ObjectStoreWriter
+        from py4j.java_gateway import JavaClass
+
+        if not isinstance(writer, JavaClass):
+            raise IllegalStateError("from_spark: the DataFrame's Spark session is not a RayDP (Spark on Ray) "
+                                    "session; start one with atoll.interop.spark_session.session()")
+        conf = sc.getConf()
+        fetch_num_cpus = float(conf.get("spark.ray.raydp_recoverable_fetch.task.resource.CPU", "0") or 0)
+        from raydp.utils import parse_memory_size
+
+        fetch_memory = float(parse_memory_size(
+            conf.get("spark.ray.raydp_recoverable_fetch.task.resource.memory", "0") or "0"))
+        self.timezone: str = spark.conf.get("spark.sql.session.timeZone")
+        self.schema: pa.Schema = to_arrow_schema(df.schema, timezone=self.timezone)
+        self._sc = sc
+        self._jvm = jvm
+        self._rdd = df._jdf.toArrowBatchRdd()
+        self._rdd.persist(sc._getJavaStorageLevel(storage_level or StorageLevel.MEMORY_AND_DISK))
+        self.rdd_id: int = int(self._rdd.id())
+        self.num_partitions: int = int(self._rdd.getNumPartitions())
+        schema_json = str(writer.toArrowSchema(df._jdf).toJson())
+        agent_url = writer.driverAgentUrl()
+        self.job_group: str = f"{JOB_GROUP_PREFIX}{uuid.uuid4().hex[:12]}-{next(self._ids)}"
+        self.prefetch = prefetch
+        self._closed = False
+        self._lock = threading.Lock()
+        if remote:
+            actor = _mailbox_actor_class().options(name=None).remote()
+            self._box = _Box(actor, True)
+        else:
+            self._box = _Box(Mailbox(), False)
+        self.client = PartitionClient(self._box, self.num_partitions, prefetch, self.rdd_id, self.schema,
+                                      schema_json, str(agent_url) if agent_url is not None else "",
+                                      fetch_num_cpus, fetch_memory)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=prefetch,
+                                                           thread_name_prefix="atoll-from-spark-job")
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="atoll-from-spark-server")
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------------------------ driver loop
+    def _serve(self) -> None:
+        box = self._box
+        while not self._closed:
+            try:
+                requests = box.call("requests", 0.5)
+            except Exception as e:  # noqa: BLE001 - the mailbox actor is gone: the graph ended
+                if not self._closed:
+                    log.debug("from_spark: mailbox unreachable: %r", e)
+                return
+            for kind, i in requests:
+                if self._closed:
+                    return
+                if kind == "want":
+                    try:
+                        self._pool.submit(self._compute, i)
+                    except RuntimeError:  # the pool was shut down: closing
+                        return
+                else:
+                    self._remove_block(i)
+
+    def _compute(self, i: int) -> None:
+        if self._closed:
+            return
+        sc, jvm = self._sc, self._jvm
+        try:
+            sc.setJobGroup(self.job_group, f"Atoll from_spark: partition {i}", True)
+            keep = jvm.scala.collection.immutable.Set.Set1(i)  # a serializable Int => Boolean
+            jvm.org.apache.spark.rdd.PartitionPruningRDD.create(self._rdd, keep).count()
+            locations = self._master().getLocations(jvm.org.apache.spark.storage.RDDBlockId(self.rdd_id, i))
+            if locations.size() == 0:
+                raise IllegalStateError(f"from_spark: Spark computed partition {i} but stored it nowhere")
+            answer = (str(locations.head().executorId()), None)
+        except BaseException as e:  # noqa: BLE001 - reported to the island, which fails the stream
+            if self._closed:
+                return
+            answer = (None, f"Spark job for partition {i} failed: {_java_error_text(e)}")
+        try:
+            self._box.call("reply", i, answer[0], answer[1], wait=False)
+        except Exception as e:  # noqa: BLE001 - mailbox gone: the graph ended
+            log.debug("from_spark: reply for partition %d lost: %r", i, e)
+
+    def _master(self):
+        return self._sc._jsc.sc().env().blockManager().master()
+
+    def _remove_block(self, i: int) -> None:
+        try:
+            self._master().removeBlock(self._jvm.org.apache.spark.storage.RDDBlockId(self.rdd_id, i))
+        except Exception as e:  # noqa: BLE001 - the unpersist at close frees it anyway
+            log.debug("from_spark: removing partition %d's block failed: %r", i, e)
+
+    # -------------------------------------------------------------------------------------------------- closing
+    def close(self) -> None:
+        """Stop serving, cancel this source's running Spark jobs, unpersist, stop the mailbox. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._box.call("close", wait=not self._box.remote)
+        except Exception:  # noqa: BLE001
+            pass
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._sc._jsc is not None:
+            try:
+                self._sc.cancelJobGroup(self.job_group)
+            except Exception as e:  # noqa: BLE001
+                log.debug("from_spark: cancelling jobs failed: %r", e)
+        self._thread.join(timeout=5)
+        self._pool.shutdown(wait=True)
+        if self._sc._jsc is not None:
+            try:
+                self._rdd.unpersist(False)
+            except Exception as e:  # noqa: BLE001
+                log.debug("from_spark: unpersist failed: %r", e)
+        if self._box.remote:
+            import ray
+
+            try:
+                ray.kill(self._box.target)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def __enter__(self) -> "OnDemandPartitions":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,202 @@
+"""Source.from_spark computing partitions on demand (atoll.interop.spark_on_demand), on the shared Spark session."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+import ray
+import ray.cloudpickle
+
+from atoll import Materializer, Sink, Source
+from atoll.interop.spark_on_demand import JOB_GROUP_PREFIX, OnDemandPartitions, SparkJobError
+from atoll.testkit import TestSink, assert_all_stages_stopped
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import this test module
+
+
+@pytest.fixture(scope="module", params=["local", "ray"])
+def smat(request, ray_session):
+    m = Materializer.local() if request.param == "local" else Materializer.ray(start_timeout=60)
+    yield m
+    m.shutdown()
+
+
+@pytest.fixture
+def anymat(smat):
+    yield smat
+    assert_all_stages_stopped(smat, timeout=15.0)
+
+
+def from_spark_jobs(sc, after_job: int):
+    """``[(job id, number of tasks, status)]`` of the jobs run by on-demand sources with an id above
+    ``after_job`` (from Spark's status store, which keeps every job's group)."""
+    jobs = sc._jsc.sc().statusStore().jobsList(None)
+    out = []
+    for k in range(jobs.size()):
+        job = jobs.apply(k)
+        group = job.jobGroup()
+        if job.jobId() > after_job and group.isDefined() and str(group.get()).startswith(JOB_GROUP_PREFIX):
+            out.append((job.jobId(), job.numTasks(), str(job.status())))
+    return out
+
+
+def last_job_id(sc) -> int:
+    jobs = sc._jsc.sc().statusStore().jobsList(None)
+    return max((jobs.apply(k).jobId() for k in range(jobs.size())), default=-1)
+
+
+def wait_until(condition, timeout=30.0) -> bool:
+    """Whether ``condition()`` became true within ``timeout`` seconds (polled)."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        pause.wait(0.05)
+    return True
+
+
+def wait_no_active_jobs(sc, timeout=30.0) -> list:
+    wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), timeout)
+    return list(sc.statusTracker().getActiveJobsIds())
+
+
+def persistent_rdds(sc) -> set:
+    return set(sc._jsc.getPersistentRDDs().keys())
+
+
+def test_one_element_of_64_partitions_runs_spark_tasks_for_at_most_3(spark, anymat):
+    sc = spark.sparkContext
+    df = spark.range(0, 64 * 100, numPartitions=64).selectExpr("id", "cast(id as string) as name")
+    before, cached = last_job_id(sc), persistent_rdds(sc)
+    probe = Source.from_spark(df).run_with(TestSink.probe(timeout=60), anymat)
+    probe.request(1)
+    assert probe.expect_next() == {"id": 0, "name": "0"}
+    probe.expect_no_message(1.0)  # time for a source that reads ahead to show it
+    jobs = from_spark_jobs(sc, before)
+    tasks = sum(n for _, n, _ in jobs)
+    print(f"\nSpark tasks run for 1 element of a 64-partition DataFrame: {tasks} ({len(jobs)} jobs)")
+    assert tasks <= 3, jobs
+    probe.cancel()
+    assert wait_no_active_jobs(sc) == []
+    assert wait_until(lambda: persistent_rdds(sc) == cached)  # unpersisted when the graph ended
+
+
+def test_every_row_in_order_with_a_partition_job_each(spark, anymat):
+    sc = spark.sparkContext
+    df = spark.range(0, 2000, numPartitions=8).selectExpr("id", "id * 2 as twice")
+    before = last_job_id(sc)
+    rows = Source.from_spark(df, max_rows_per_batch=64).run_with(Sink.seq(), anymat).result(120)
+    assert rows == [{"id": i, "twice": 2 * i} for i in range(2000)]
+    jobs = from_spark_jobs(sc, before)
+    assert sorted(n for _, n, _ in jobs) == [1] * 8  # one single-task job per partition
+    arrow = Source.from_spark(df, as_="arrow", prefetch_partitions=1).run_with(Sink.seq(), anymat).result(120)
+    assert sum(b.num_rows for b in arrow) == 2000
+
+
+def test_cached_mode_is_kept(spark, anymat):
+    df = spark.range(0, 300, numPartitions=3)
+    rows = Source.from_spark(df, cache=True).run_with(Sink.seq(), anymat).result(120)
+    assert [r["id"] for r in rows] == list(range(300))
+
+
+def test_empty_dataframe_and_empty_partitions(spark, anymat):
+    df = spark.range(0, 100, numPartitions=4).where("id < 10 or id >= 75")
+    rows = Source.from_spark(df).run_with(Sink.seq(), anymat).result(120)
+    assert [r["id"] for r in rows] == list(range(10)) + list(range(75, 100))
+    none = spark.sql("select id from range(0)")
+    assert Source.from_spark(none).run_with(Sink.seq(), anymat).result(120) == []
+
+
+def test_a_failing_spark_job_fails_the_graph_with_sparks_message(spark, anymat):
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def explode_on_5(pid, x):
+        if pid == 5:
+            raise ValueError("boom in partition five")
+        return x
+
+    sc = spark.sparkContext
+    cached = persistent_rdds(sc)
+    df = spark.range(0, 800, numPartitions=8).selectExpr("id", "spark_partition_id() as pid")
+    df = df.select("id", explode_on_5("pid", "id").alias("x"))
+    future = Source.from_spark(df).map(lambda r: r).run_with(Sink.to_spark("id long, x long"), anymat)
+    with pytest.raises(SparkJobError, match="boom in partition five") as info:
+        future.result(180)
+    assert "partition 5" in str(info.value)
+    assert wait_no_active_jobs(sc) == []
+    assert wait_until(lambda: persistent_rdds(sc) == cached)
+
+
+def test_bad_arguments_fail_when_built(spark):
+    df = spark.range(3)
+    with pytest.raises(TypeError, match="cache must be a bool"):
+        Source.from_spark(df, cache="yes")
+    with pytest.raises(ValueError, match="prefetch_partitions must be an int >= 1"):
+        Source.from_spark(df, prefetch_partitions=0)
+    stream = spark.readStream.format("rate").load()
+    with pytest.raises(ValueError, match="streaming DataFrame.*from_spark_stream"):
+        Source.from_spark(stream)
+
+
+def test_partitions_server_closes_cleanly_without_a_graph(spark):
+    sc = spark.sparkContext
+    cached = persistent_rdds(sc)
+    with OnDemandPartitions(spark.range(0, 30, numPartitions=3), prefetch=2) as parts:
+        tables = list(parts.client.tables())
+    assert [t.num_rows for t in tables] == [10, 10, 10]
+    assert persistent_rdds(sc) == cached
+
+
+def store_stats():
+    from ray._private.internal_api import get_memory_info_reply, get_state_from_address
+
+    stats = get_memory_info_reply(get_state_from_address(ray.get_runtime_context().gcs_address)).store_stats
+    return stats.object_store_bytes_used, stats.spilled_bytes_total, stats.object_store_bytes_avail
+
+
+@pytest.mark.slow
+def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
+    """A DataFrame of 4x the object store's capacity (the shared test session has a 100 MiB store, see conftest)
+    streams through an island into a sink that drops it; the store's use is sampled meanwhile.
+
+    What this shows: the stream completes with every row, Spark never holding or computing the DataFrame whole.
+    What it does not: the store's use staying at a few partitions. RayDP's executor replies (the Arrow bytes a
+    fetch task receives from the executor actor) stay referenced by the reused fetch worker after the task ended,
+    so the store fills and Ray spills them to disk (printed below; see the module docstring of
+    atoll.interop.spark_on_demand)."""
+    used0, spilled0, avail0 = store_stats()
+    capacity = used0 + avail0
+    part_bytes = 4 * 1024 * 1024
+    row_bytes = 1024
+    partitions = 4 * capacity // part_bytes + 1
+    rows = partitions * (part_bytes // row_bytes)
+    df = spark.range(0, rows, numPartitions=partitions).selectExpr("id", f"repeat('x', {row_bytes - 8}) as pad")
+    peak = [used0]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], store_stats()[0])
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    m = Materializer.ray(start_timeout=60)
+    try:
+        n = (Source.from_spark(df, as_="arrow", max_rows_per_batch=1024).island()
+             .map(lambda b: b.num_rows).run_with(Sink.fold(0, lambda a, b: a + b), m).result(600))
+    finally:
+        done.set()
+        sampler.join()
+        assert_all_stages_stopped(m, timeout=15.0)
+        m.shutdown()
+    used1, spilled1, _ = store_stats()
+    data = rows * row_bytes
+    print(f"\nobject store {capacity / 2**20:.0f} MiB, DataFrame {data / 2**20:.0f} MiB in {partitions} partitions; "
+          f"peak use {peak[0] / 2**20:.1f} MiB (before {used0 / 2**20:.1f}), spilled "
+          f"{(spilled1 - spilled0) / 2**20:.1f} MiB")
+    assert n == rows
+    assert data >= 4 * capacity
