@@ -97,7 +97,7 @@ def _reduce_merge(fn: Callable, a: Any, b: Any) -> Any:
 class Aggregate:
     """The four functions of a window aggregation; see the module docstring for their contract."""
 
-    __slots__ = ("create", "add", "merge", "result", "name")
+    __slots__ = ("create", "add", "merge", "result", "name", "_pure")
 
     def __init__(self, create: Callable[[], Any], add: Callable[[Any, Any], Any],
                  merge: Optional[Callable[[Any, Any], Any]] = None, result: Optional[Callable[[Any], Any]] = None,
@@ -113,6 +113,13 @@ class Aggregate:
         self.merge = merge
         self.result = result
         self.name = name
+        # the helpers whose add and merge never mutate an accumulator (they return a new one, or one of their
+        # arguments): the pane FIFO may then hold and combine accumulators without fresh copies
+        self._pure = False
+
+    def _pure_helper(self) -> "Aggregate":
+        self._pure = True
+        return self
 
     def __repr__(self) -> str:
         return f"<{self.name}{'' if self.merge is not None else ' (no merge)'}>"
@@ -121,15 +128,15 @@ class Aggregate:
     @staticmethod
     def count() -> "Aggregate":
         """The number of elements."""
-        return Aggregate(_zero, _count_add, operator.add, name="Aggregate.count")
+        return Aggregate(_zero, _count_add, operator.add, name="Aggregate.count")._pure_helper()
 
     @staticmethod
     def sum(fn: Optional[Callable[[Any], Any]] = None) -> "Aggregate":
         """The sum of the elements, or of ``fn(elem)``; 0 for none."""
         if fn is None:
-            return Aggregate(_zero, operator.add, operator.add, name="Aggregate.sum")
+            return Aggregate(_zero, operator.add, operator.add, name="Aggregate.sum")._pure_helper()
         _require_callable("Aggregate.sum", "fn", fn)
-        return Aggregate(_zero, partial(_sum_add_fn, fn), operator.add, name="Aggregate.sum")
+        return Aggregate(_zero, partial(_sum_add_fn, fn), operator.add, name="Aggregate.sum")._pure_helper()
 
     @staticmethod
     def min(fn: Optional[Callable[[Any], Any]] = None) -> "Aggregate":
@@ -137,7 +144,7 @@ class Aggregate:
         if fn is not None:
             _require_callable("Aggregate.min", "fn", fn)
         return Aggregate(_empty, partial(_pick_add, operator.lt, fn), partial(_pick_merge, operator.lt),
-                         _none_if_empty, name="Aggregate.min")
+                         _none_if_empty, name="Aggregate.min")._pure_helper()
 
     @staticmethod
     def max(fn: Optional[Callable[[Any], Any]] = None) -> "Aggregate":
@@ -145,7 +152,7 @@ class Aggregate:
         if fn is not None:
             _require_callable("Aggregate.max", "fn", fn)
         return Aggregate(_empty, partial(_pick_add, operator.gt, fn), partial(_pick_merge, operator.gt),
-                         _none_if_empty, name="Aggregate.max")
+                         _none_if_empty, name="Aggregate.max")._pure_helper()
 
     @staticmethod
     def collect() -> "Aggregate":

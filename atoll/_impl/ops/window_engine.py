@@ -66,6 +66,7 @@ class WindowEngine(ABC):
         self._add = aggregate.add
         self._merge = aggregate.merge
         self._result = aggregate.result
+        self._aggregate_pure = getattr(aggregate, "_pure", False)
         self._lateness = allowed_lateness
         self._accumulate = bool(accumulate)
         self._early_count = early_count

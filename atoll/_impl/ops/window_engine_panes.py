@@ -18,11 +18,13 @@ from bisect import bisect_left
 from heapq import heappop, heappush
 from typing import Any, Dict, List
 
-from ...windowing.records import make_window
+from ...windowing.records import Window, make_window
 from .window_engine import Out, WindowEngine, max_timestamp
 from .window_panes import KeyPanes
 
 _NONE = object()   # no pane there (an accumulator may be None)
+_WINDOW_SETTERS = (object.__new__,) + tuple(
+    Window.__dict__[name].__set__ for name in ("key", "start", "end", "value", "timing", "superseded"))
 
 
 class PaneSlidingEngine(WindowEngine):
@@ -43,6 +45,7 @@ class PaneSlidingEngine(WindowEngine):
         self._slide = spec.slide
         self._offset = spec.offset
         self._pane = math.gcd(spec.size, spec.slide)
+        self._pure = self._aggregate_pure
         self._keys: Dict[Any, KeyPanes] = {}      # key -> its panes
         self._due: Dict[Any, List[KeyPanes]] = {}  # end -> the keys with an unfired window ending there
         self._due_heap: List[Any] = []
@@ -205,18 +208,23 @@ class PaneSlidingEngine(WindowEngine):
         if h and h[0] <= w:
             due, create, merge, result, append = self._due, self._create, self._merge, self._result, out.append
             exp, exp_heap, lateness, size = self._exp, self._exp_heap, self._lateness, self._size
+            new, set_key, set_start, set_end, set_value, set_timing, set_superseded = _WINDOW_SETTERS
+            pure = self._pure
             while h and h[0] <= w:
                 end = heappop(h)
                 ts = end - 1 if type(end) is int else max_timestamp(end)
                 start = end - size
                 bucket = due.pop(end)
-                if result is None:
-                    for kp in bucket:
-                        append((make_window(kp.key, start, end, kp.window(start, end, create, merge), "on_time"), ts))
-                else:
-                    for kp in bucket:
-                        append((make_window(kp.key, start, end, result(kp.window(start, end, create, merge)),
-                                            "on_time"), ts))
+                for kp in bucket:   # make_window inline: the per-window path
+                    acc = kp.window(start, end, create, merge, pure)
+                    rec = new(Window)
+                    set_key(rec, kp.key)
+                    set_start(rec, start)
+                    set_end(rec, end)
+                    set_value(rec, acc if result is None else result(acc))
+                    set_timing(rec, "on_time")
+                    set_superseded(rec, ())
+                    append((rec, ts))
                 t = end + lateness   # the windows of one end expire together: the bucket moves whole
                 if t <= w:           # (at once without allowed lateness)
                     self._expire_bucket(end, bucket)

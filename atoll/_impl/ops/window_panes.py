@@ -76,9 +76,11 @@ class KeyPanes:
         self.back_agg = None
         self.hi = NEG_INF
 
-    def window(self, start: Any, end: Any, create: Callable, merge: Callable) -> Any:
+    def window(self, start: Any, end: Any, create: Callable, merge: Callable, pure: bool = False) -> Any:
         """A fresh aggregate of the panes in ``[start, end)``, for an on-time firing; ``start`` must not be below
-        the start of the previous call since the last ``invalidate()``."""
+        the start of the previous call since the last ``invalidate()``. ``pure``: ``merge`` never mutates either
+        argument, so the front aggregates are built without fresh copies (a result is still never one of the
+        held aggregates)."""
         front_ps, back_ps = self.front_ps, self.back_ps
         hi = self.hi
         if hi <= start:               # the whole FIFO is behind the window (a gap): drop it
@@ -95,7 +97,7 @@ class KeyPanes:
                     front_ps.pop()
                     front_agg.pop()
             if not front_ps and back_ps and back_ps[0] < start:
-                self._flip(create, merge)
+                self._flip(create, merge, pure)
                 front_agg = self.front_agg
                 while front_ps and front_ps[-1] < start:
                     front_ps.pop()
@@ -121,13 +123,27 @@ class KeyPanes:
             self.back_agg = agg
         self.hi = end
         if front_ps:
-            acc = merge(create(), self.front_agg[-1])
-            return acc if agg is None else merge(acc, agg)
+            if agg is None:
+                return merge(create(), self.front_agg[-1])
+            return merge(self.front_agg[-1], agg) if pure else merge(merge(create(), self.front_agg[-1]), agg)
         return create() if agg is None else merge(create(), agg)
 
-    def _flip(self, create: Callable, merge: Callable) -> None:
+    def _flip(self, create: Callable, merge: Callable, pure: bool = False) -> None:
         """Move the back into the front as suffix aggregates (the front is empty)."""
         front_ps, front_agg, back_ps, back_acc = self.front_ps, self.front_agg, self.back_ps, self.back_acc
+        if pure:   # nothing is mutated: a suffix is the pane's accumulator merged with the next suffix
+            i = len(back_ps) - 1
+            agg = back_acc[i]
+            front_ps.append(back_ps[i])
+            front_agg.append(agg)
+            for i in range(i - 1, -1, -1):
+                agg = merge(back_acc[i], agg)
+                front_ps.append(back_ps[i])
+                front_agg.append(agg)
+            back_ps.clear()
+            back_acc.clear()
+            self.back_agg = None
+            return
         agg = None
         for i in range(len(back_ps) - 1, -1, -1):
             a = merge(create(), back_acc[i])
