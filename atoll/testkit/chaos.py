@@ -1,13 +1,135 @@
-"""Fault injection for tests of checkpointed graphs: kill an island's actor the way a crash or a lost node would.
+"""Fault injection for tests of checkpointed graphs (Flink's style: exact results, not "it did not crash").
 
-``kill_island(graph, "island-2")`` (or an island index) ends the island's Ray actor with ``ray.kill``, without
-telling Atoll; the graph's recovery (``CheckpointSettings.restart``) is what is under test.
-``kill_island_when(graph, island, condition)`` waits for ``condition()`` first (e.g. a checkpoint exists).
+- ``numbered(n, keys)``: a replayable source of ``(key, seq)`` pairs, ``seq`` counting up per key.
+- ``verifying_sink(n, keys)``: a sink whose future is a ``Verification``: per key the elements lost, duplicated
+  and out of order (an exactly-once run has none of any).
+- ``kill_island(graph, "island-2")`` (or an island index) ends the island's Ray actor with ``ray.kill``, without
+  telling Atoll, the way a crash or a lost node would; the graph's recovery (``CheckpointSettings.restart``) is
+  what is under test. ``kill_island_when(graph, island, condition)`` waits for ``condition()`` first;
+  ``kill_island_at(graph, island, fraction, total, watch)`` once island ``watch`` has received ``fraction`` of
+  ``total`` elements.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Union
+
+
+def numbered(n: int, keys: int = 1):
+    """A ``Source`` of ``n`` pairs ``(key, seq)``: element ``i`` is ``(i % keys, i // keys)``. Replayable (a range
+    underneath), so it restores from checkpoints exactly."""
+    from ..dsl.source import Source
+
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"numbered: n must be an int >= 0, got {n!r}")
+    if not isinstance(keys, int) or keys < 1:
+        raise ValueError(f"numbered: keys must be an int >= 1, got {keys!r}")
+    return Source.range(0, n).map(lambda i: (i % keys, i // keys))
+
+
+@dataclass
+class Verification:
+    """What a ``verifying_sink`` saw, per key: ``lost`` (expected, never received), ``duplicated`` (received more
+    than once), ``out_of_order`` (received after a larger seq of the same key), and ``received`` in all."""
+
+    expected: Dict[Any, int]
+    received: int = 0
+    lost: Dict[Any, int] = field(default_factory=dict)
+    duplicated: Dict[Any, int] = field(default_factory=dict)
+    out_of_order: Dict[Any, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Exactly once and in order: nothing lost, duplicated or reordered."""
+        return not (any(self.lost.values()) or any(self.duplicated.values()) or any(self.out_of_order.values()))
+
+    def __str__(self):
+        bad = {name: {k: v for k, v in getattr(self, name).items() if v}
+               for name in ("lost", "duplicated", "out_of_order")}
+        return f"Verification(received={self.received}, " + ", ".join(f"{k}={v}" for k, v in bad.items()) + ")"
+
+
+class _Seen:
+    """The sink's state: per key the seqs seen and the largest one (picklable: it is the fold's checkpoint state)."""
+
+    __slots__ = ("seen", "top", "dups", "late", "count")
+
+    def __init__(self):
+        self.seen: Dict[Any, set] = {}
+        self.top: Dict[Any, int] = {}
+        self.dups: Dict[Any, int] = {}
+        self.late: Dict[Any, int] = {}
+        self.count = 0
+
+    def __getstate__(self):
+        return (self.seen, self.top, self.dups, self.late, self.count)
+
+    def __setstate__(self, state):
+        self.seen, self.top, self.dups, self.late, self.count = state
+
+    def add(self, pair) -> "_Seen":
+        key, seq = pair
+        seen = self.seen.get(key)
+        if seen is None:
+            seen = self.seen[key] = set()
+        self.count += 1
+        if seq in seen:
+            self.dups[key] = self.dups.get(key, 0) + 1
+            return self
+        if seq < self.top.get(key, -1):
+            self.late[key] = self.late.get(key, 0) + 1
+        else:
+            self.top[key] = seq
+        seen.add(seq)
+        return self
+
+
+def _per_key(n: int, keys: int) -> Dict[int, int]:
+    return {k: n // keys + (1 if k < n % keys else 0) for k in range(keys)}
+
+
+def verifying_sink(n: int, keys: int = 1):
+    """A ``Sink`` of the pairs ``numbered(n, keys)`` emits; its future is the ``Verification`` of what arrived."""
+    from ..dsl.sink import Sink
+
+    expected = _per_key(n, keys)
+
+    def verdict(s: _Seen) -> Verification:
+        v = Verification(expected=expected, received=s.count)
+        for k, want in expected.items():
+            have = s.seen.get(k, ())
+            v.lost[k] = sum(1 for i in range(want) if i not in have)
+            v.duplicated[k] = s.dups.get(k, 0)
+            v.out_of_order[k] = s.late.get(k, 0)
+        for k in s.seen:
+            if k not in expected:
+                v.lost.setdefault(k, 0)
+                v.duplicated[k] = v.duplicated.get(k, 0) + len(s.seen[k])  # a key that should not exist
+        return v
+
+    return Sink.fold(None, lambda acc, pair: (acc if acc is not None else _Seen()).add(pair)).map_materialized_value(
+        lambda f: _then(f, verdict))
+
+
+def _then(future, fn):
+    from concurrent.futures import Future
+
+    out: Future = Future()
+    out.set_running_or_notify_cancel()
+
+    def done(f):
+        e = f.exception()
+        if e is not None:
+            out.set_exception(e)
+        else:
+            try:
+                out.set_result(fn(f.result() or _Seen()))
+            except BaseException as x:  # noqa: BLE001
+                out.set_exception(x)
+
+    future.add_done_callback(done)
+    return out
 
 
 def _record(graph: Any, island: Union[int, str]):
@@ -36,3 +158,25 @@ def kill_island_when(graph: Any, island: Union[int, str], condition: Callable[[]
             raise TimeoutError(f"kill_island_when: the condition did not hold within {timeout}s")
         time.sleep(poll)
     kill_island(graph, island)
+
+
+def kill_island_at(graph: Any, island: Union[int, str], fraction: float, total: int, watch: Union[int, str, None] = None,
+                   timeout: float = 60.0) -> int:
+    """Kill ``island`` once ``fraction`` of ``total`` elements went by: received through the channels of island
+    ``watch``, or by default the furthest any island got (elements received, or emitted by its own sources).
+    Returns the count seen when it struck."""
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"kill_island_at: fraction must be in [0, 1], got {fraction!r}")
+    target = None if watch is None else _record(graph, watch).name
+    seen = [0]
+
+    def reached() -> bool:
+        for info in graph.islands():
+            if target is None:
+                seen[0] = max(seen[0], info.get("elements_in") or 0, info.get("source_elements") or 0)
+            elif info.get("name") == target:
+                seen[0] = info.get("elements_in") or 0
+        return seen[0] >= fraction * total
+
+    kill_island_when(graph, island, reached, timeout=timeout)
+    return seen[0]

@@ -3,13 +3,14 @@ from its last complete checkpoint, and the driver's future gets the value of a f
 from __future__ import annotations
 
 import operator
+import random
 import time
 
 import pytest
 
-from atoll import CheckpointSettings, Keep, Materializer, RecoveryFailedError, RestartPolicy, Sink, Source
+from atoll import CheckpointSettings, Keep, KillSwitches, Materializer, RecoveryFailedError, RestartPolicy, Sink, Source
 from atoll.errors import IslandDiedError
-from atoll.testkit.chaos import kill_island, kill_island_when
+from atoll.testkit.chaos import kill_island, kill_island_at, kill_island_when, numbered, verifying_sink
 
 from ray_helpers import wait_no_island_actors
 
@@ -30,11 +31,11 @@ def _graph(n: int = N):
 
 
 def _mat(tmp_path, **restart):
-    policy = RestartPolicy(backoff=0.0, **restart)
+    policy = RestartPolicy(**{"backoff": 0.0, **restart})
     return Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(storage=str(tmp_path), restart=policy))
 
 
-@pytest.mark.parametrize("island", [0, 1, 2], ids=["source", "middle", "sink"])
+@pytest.mark.parametrize("island", [0, 1, 2], ids=["sink", "middle", "source"])
 def test_a_killed_island_restarts_from_the_checkpoint_and_the_result_is_exact(ray_session, tmp_path, island):
     mat = _mat(tmp_path)
     try:
@@ -110,6 +111,100 @@ def test_without_restarts_a_killed_island_fails_the_graph_as_before(ray_session,
         with pytest.raises(IslandDiedError):
             seq.result(60)
         assert g.restarts == 0
+    finally:
+        mat.shutdown()
+    assert wait_no_island_actors() == []
+
+
+# ---------------------------------------------------------------- the chaos kit: keyed pipeline, random kill points
+KEYS = 4
+
+
+def _keyed(n: int):
+    return (numbered(n, KEYS).throttle(100, 0.1).island().map(lambda p: (p[0], p[1])).island()
+            .to_mat(verifying_sink(n, KEYS), Keep.right))
+
+
+@pytest.mark.parametrize("island", [0, 1, 2], ids=["sink", "middle", "source"])
+def test_a_keyed_pipeline_killed_at_a_random_point_loses_and_duplicates_nothing(ray_session, tmp_path, island):
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    fraction = rng.uniform(0.3, 0.7)
+    mat = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(
+        storage=str(tmp_path), interval=0.2, restart=RestartPolicy(backoff=0.0)))
+    try:
+        verdict = _keyed(N).run(mat, name=f"keyed-{island}")
+        g = mat.running_graph(f"keyed-{island}")
+        _wait_until(lambda: len(g.checkpoints()) >= 1)
+        struck = kill_island_at(g, island, fraction, N)
+        v = verdict.result(60)
+        print(f"seed={seed} fraction={fraction:.2f} killed island {island} after {struck} elements: {v}")
+        assert v.ok, f"seed={seed}: {v}"
+        assert v.received == N
+        assert g.restarts == 1  # the kill happened mid-stream and was recovered from
+        assert struck < N
+    finally:
+        mat.shutdown()
+    assert wait_no_island_actors() == []
+
+
+def test_repeated_kills_are_each_recovered(ray_session, tmp_path):
+    mat = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(
+        storage=str(tmp_path), interval=0.2, restart=RestartPolicy(backoff=0.0, max_restarts=5)))
+    try:
+        verdict = _keyed(N).run(mat, name="repeated")
+        g = mat.running_graph("repeated")
+        for k, (island, fraction) in enumerate([(1, 0.2), (2, 0.45), (0, 0.7)]):
+            _wait_until(lambda: g.attempt == k)
+            kill_island_at(g, island, fraction, N)
+        v = verdict.result(60)
+        assert v.ok, str(v)
+        assert g.restarts == 3
+    finally:
+        mat.shutdown()
+    assert wait_no_island_actors() == []
+
+
+def test_a_stage_failure_restarts_only_when_the_policy_says_so(ray_session, tmp_path):
+    marker = tmp_path / "failed-once"
+
+    def fail_once(x):
+        if x == 1500 and not marker.exists():
+            marker.write_text("x")
+            raise ValueError("poison, once")
+        return x
+
+    graph = Source.range(0, N).throttle(100, 0.1).island().map(fail_once).island().to_mat(Sink.seq(), Keep.right)
+    mat = _mat(tmp_path / "on", on_stage_failure=True)
+    try:
+        seq = graph.run(mat, name="stage-failure")
+        assert seq.result(60) == list(range(N))
+        assert mat.running_graph("stage-failure").restarts == 1
+    finally:
+        mat.shutdown()
+    marker.unlink()
+    mat = _mat(tmp_path / "off")
+    try:
+        with pytest.raises(ValueError, match="poison, once"):
+            graph.run(mat, name="stage-failure-off").result(60)
+    finally:
+        mat.shutdown()
+    assert wait_no_island_actors() == []
+
+
+def test_a_kill_switch_shutdown_given_during_recovery_is_applied_to_the_new_attempt(ray_session, tmp_path):
+    mat = _mat(tmp_path, backoff=1.0, jitter=0.0)
+    try:
+        switch, seq = (Source.range(0, 100 * N).throttle(100, 0.1).island().via_mat(KillSwitches.single(), Keep.right)
+                       .island().to_mat(Sink.seq(), Keep.both)).run(mat, name="switch")
+        g = mat.running_graph("switch")
+        g.checkpoint_now(timeout=30)
+        kill_island(g, 0)
+        _wait_until(lambda: g.restarts == 1)  # in its 1 s back-off
+        switch.shutdown()
+        got = seq.result(60)
+        assert got == list(range(len(got))) and len(got) < 100 * N
+        assert g.attempt == 1
     finally:
         mat.shutdown()
     assert wait_no_island_actors() == []

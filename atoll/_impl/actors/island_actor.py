@@ -24,7 +24,7 @@ from ...checkpoint.snapshot import dumps
 from ...checkpoint.storage import CheckpointStorage
 from ..islands.checkpoint_coordinator import blob_name
 from ..islands.checkpoint_setup import replay_hook
-from ..islands.checkpointer import IslandCheckpointer, ended_cleanly
+from ..islands.checkpointer import IslandCheckpointer, ended_cleanly, failure_in
 from ..islands.island_assembly import assemble_island, island_fingerprint
 from ..islands.island_plan import IslandPlan
 from ..islands.thread_host import ThreadHost
@@ -180,7 +180,9 @@ class IslandActor:
                 except Exception as e:  # noqa: BLE001 - no final snapshot: later checkpoints cannot complete
                     log.warning("island %s: final snapshot failed: %r", self.name, e)
         copies = self.exports.detach()
-        self.events.put(IslandEnded(host.state, portable_exception(err) if err is not None else None, copies))
+        failure = failure_in(host.interpreter) if host.interpreter is not None else None
+        self.events.put(IslandEnded(host.state, portable_exception(err) if err is not None else None, copies,
+                                    portable_exception(failure) if failure is not None else None))
 
     def _future_done(self, fid: int, fut: Future) -> None:
         exc = fut.exception()

@@ -32,11 +32,13 @@ class FutureFailed:
 @dataclass(frozen=True, slots=True)
 class IslandEnded:
     """Every stage of the island stopped: the host's final ``state``, its ``error`` (portable, or None)
-    and the final copies of the exported handles that offer one, by handle id."""
+    and the final copies of the exported handles that offer one, by handle id; ``failure``: the first failure
+    that travelled through its stages (portable, or None when they all ended normally)."""
 
     state: str
     error: Optional[BaseException]
     copies: Dict[int, Any]
+    failure: Optional[BaseException] = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,7 @@ def _monitor() -> _MonitorThread:
 
 class _Island:
     __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable",
-                 "holds", "kill_pending", "final", "stale")
+                 "holds", "kill_pending", "final", "stale", "deferred")
 
     def __init__(self, index: int, name: str, actor, options: dict):
         self.index = index
@@ -78,6 +78,7 @@ class _Island:
         self.kill_pending = False
         self.final: Optional[bytes] = None  # checkpoints: the island's final snapshot, once it ended cleanly
         self.stale = False  # recovery replaced this attempt's actor: its events are ignored
+        self.deferred: list = []  # (fid, error) of futures failed while a stage failure may still be recovered
 
 
 class RayIslandPort:
@@ -185,6 +186,9 @@ class RayRunningGraph(RunningGraphBase):
                     if fut is not None:
                         complete_promise(fut, value)
                 case FutureFailed(fid=fid, error=error):
+                    if self._recovery is not None and self._recovery.accepts(True):
+                        island.deferred.append((fid, error))  # a restart may still complete it
+                        continue
                     fut = island.futures.get(fid)
                     if fut is not None:
                         fail_promise(fut, error)
@@ -196,9 +200,14 @@ class RayRunningGraph(RunningGraphBase):
                         self._coordinator.report("decline", island.index, n, reason)
                 case FinalSnapshot(data=data):
                     island.final = data
-                case IslandEnded(state=state, error=error, copies=copies):
-                    if state == "failed" and error is not None and self._try_recover(island, error, True):
+                case IslandEnded(state=state, error=error, copies=copies, failure=failure):
+                    cause = error if error is not None else failure
+                    if cause is not None and self._try_recover(island, cause, True):
                         return
+                    for fid, err in island.deferred:
+                        fut = island.futures.get(fid)
+                        if fut is not None:
+                            fail_promise(fut, err)
                     if self._coordinator is not None:
                         self._coordinator.island_ended(island.index, island.final, island.final is None)
                     self._island_ended(island, state, error, copies)

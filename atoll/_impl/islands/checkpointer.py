@@ -376,15 +376,21 @@ class IslandCheckpointer:
         }
 
 
+def failure_in(interpreter) -> Optional[BaseException]:
+    """The first failure that travelled through the island: a connection that failed, or one cancelled with an
+    error (None when every stage ended normally)."""
+    for conn in interpreter.connections:
+        slot = conn.slot
+        if conn.state & IN_FAILED:
+            return slot.ex if type(slot) is Failed else RuntimeError("a stage failed")
+        if type(slot) is Cancelled and not isinstance(slot.cause, NonFailureCancellation):
+            return slot.cause
+    return None
+
+
 def ended_cleanly(interpreter) -> bool:
     """No failure travelled through the island: no connection failed, none was cancelled with an error."""
-    for conn in interpreter.connections:
-        if conn.state & IN_FAILED:
-            return False
-        slot = conn.slot
-        if type(slot) is Cancelled and not isinstance(slot.cause, NonFailureCancellation):
-            return False
-    return True
+    return failure_in(interpreter) is None
 
 
 # ---------------------------------------------------------------------------------------------- restore
