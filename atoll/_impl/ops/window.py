@@ -76,6 +76,7 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
         self.early_every = stage.options["early_every"]
         self.queue = deque()  # (record, ts) results and signals for ``out``, in order
         self.late_queue = deque()  # (Late, ts) for ``late``
+        self.queued_signals = 0  # how many signals ``queue`` holds
         self.buf = []  # what the engine produced in the current call
         self.index = 0
         self.forwarded = None  # the last watermark sent on
@@ -153,14 +154,27 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
             self._take(buf)
         self._drain()
 
-    def _push_results(self, q: deque, out, conn) -> None:
-        """Chunk form: push the results at the head of ``q`` as one chunk of what ``out`` accepts."""
+    def _push_results(self, q: deque, out, conn, signals: int = 0) -> None:
+        """Chunk form: push the results at the head of ``q`` (holding ``signals`` signals) as one chunk of what
+        ``out`` accepts."""
         n = conn.demand
-        recs, stamps = [], []
-        while q and len(recs) < n and type(q[0]) is tuple:
-            rec, ts = q.popleft()
-            recs.append(rec)
-            stamps.append(ts)
+        if signals == 0 and len(q) <= n:            # only results, all accepted: the whole queue at once
+            recs = [rec for rec, _ in q]
+            stamps = [ts for _, ts in q]
+            q.clear()
+        elif signals == 1 and type(q[-1]) is not tuple and len(q) <= n + 1:   # the results a watermark fired
+            signal = q.pop()
+            recs = [rec for rec, _ in q]
+            stamps = [ts for _, ts in q]
+            q.clear()
+            q.append(signal)
+        else:
+            recs, stamps = [], []
+            popleft = q.popleft
+            while q and len(recs) < n and type(q[0]) is tuple:
+                rec, ts = popleft()
+                recs.append(rec)
+                stamps.append(ts)
         self.push(out, recs, stamps)
 
     def _take(self, buf: list) -> None:
@@ -191,12 +205,13 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
                 if not self.is_available(out):
                     break
                 if out_conn.chunked:
-                    self._push_results(q, out, out_conn)
+                    self._push_results(q, out, out_conn, self.queued_signals)
                 else:
                     q.popleft()
                     self.push(out, head[0], head[1])
             else:
                 q.popleft()
+                self.queued_signals -= 1
                 self.emit_signal(out, head)
         lq = self.late_queue
         if lq:
@@ -232,6 +247,7 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
                 return
             self.forwarded = w
         self.queue.append(signal)
+        self.queued_signals += 1
         self._drain()
 
     def _run_engine(self, step, *args) -> bool:
@@ -282,6 +298,7 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
         self.engine.restore_state(state["engine"])
         self.forwarded = state["forwarded"]
         self.queue = deque(state["queue"])
+        self.queued_signals = sum(1 for item in self.queue if type(item) is not tuple)
         self.late_queue = deque(state["late_queue"])
         self.index = state["index"]
         for k, v in state["stats"].items():
