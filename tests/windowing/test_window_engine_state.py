@@ -261,3 +261,31 @@ def test_pure_helpers_on_panes_agree_with_per_window_folds(seed, slide, helper, 
     second = make(helper())
     second.restore_state(pickle.loads(pickle.dumps(first.snapshot_state())))
     assert head + drive(second, steps[cut:]) == out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pane_engine_restores_a_snapshot_of_the_per_window_layout(seed):
+    """Snapshots written before the pane engine dropped its per-window records (``windows``: one
+    ``(None, n_new, fired, seq, key, start, end)`` per window, panes with the end of their first window) restore."""
+    steps = gappy_script(seed)
+
+    def make():
+        return WindowEngine("w", Sliding(12, 4), lambda x: x % 3, Aggregate.sum(), allowed_lateness=7)
+
+    cut = len(steps) // 2
+    first = make()
+    drive(first, steps[:cut])
+    snap = first.snapshot_state()
+    expected = drive(first, steps[cut:])
+    state, seq, windows = snap["state"], 0, []
+    for fired, buckets in ((False, state["due"]), (True, state["fired"])):
+        for t, keys in buckets:
+            end = t - 7 if fired else t
+            for key in keys:
+                windows.append((None, 0, fired, seq, key, end - 12, end))
+                seq += 1
+    old = dict(snap, state={"windows": windows, "panes": [(kp, acc, None) for kp, acc in state["panes"]]})
+    second = make()
+    second.restore_state(old)
+    assert second.open_windows() == len(windows)
+    assert drive(second, steps[cut:]) == expected
