@@ -191,6 +191,25 @@ def test_max_open_windows_fails_naming_the_operator():
     assert e.open_windows() == 1
 
 
+
+@pytest.mark.parametrize("limit", [1, 3, 5, 7])
+def test_max_open_windows_on_panes_fails_at_the_same_window_as_per_window(limit):
+    """The pane engine opens a pane's windows as a range: it fails naming the same window as the per-window
+    engine, with the same windows open."""
+    def make(agg):
+        return sliding(8, 2, key=lambda x: x % 2, aggregate=agg, max_open_windows=limit)
+
+    panes, per_window = make(Aggregate.sum()), make(Aggregate.fold(0, lambda a, e: a + e))
+    assert type(panes) is PaneSlidingEngine and type(per_window) is FixedWindowEngine
+    messages = []
+    for e in (panes, per_window):
+        with pytest.raises(TooManyWindowsError) as info:
+            drive(e, [el(1), el(2), el(9), el(20), el(31)])
+        messages.append((str(info.value), e.open_windows()))
+    assert messages[0] == messages[1]
+    assert messages[0][0].startswith(f"sliding_window: more than max_open_windows={limit} open windows (opening [")
+
+
 def test_stats_object_is_kept_current():
     stats = WindowStats()
     e = tumbling(10, stats=stats, allowed_lateness=5)
