@@ -186,6 +186,10 @@ class CheckpointMismatchError(CheckpointError):
     """A checkpoint was taken from a different blueprint than the one asked to restore from it."""
 
 
+class SourceReplayMismatchError(CheckpointError):
+    """A source restored from a checkpoint cannot replay what it had read: its data changed since."""
+
+
 class CheckpointCorruptedError(CheckpointError):
     """A checkpoint's data does not match its manifest (size or sha256): never restored silently."""
 

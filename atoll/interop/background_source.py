@@ -6,6 +6,12 @@ thread of its own, which produces at most ``prefetch`` chunks beyond what downst
 credits), and hands each chunk to the stage through an async callback. A chunk is a list of elements emitted one
 by one (``chunked=True``) or a single element. Nothing is produced before the stage starts, and the thread stops
 (closing the iterator) when the stage stops for any reason.
+
+With ``replayable=True`` (the factory yields the same elements every time it is called: a Parquet dataset, a
+deterministic Spark DataFrame) the stage takes part in checkpoints: its state is the number of elements it
+emitted, and after a restore the helper thread skips that many elements of a fresh iterator before producing.
+The skip reads what it skips (a Spark DataFrame's earlier partitions are fetched or computed again): a restore
+costs time proportional to the position, not to the rest of the stream.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ class BackgroundSource(SourceStage):
     """
 
     def __init__(self, name: str, factory: Callable[[], Iterator[Any]], *, prefetch: int = 2,
-                 chunked: bool = False):
+                 chunked: bool = False, replayable: bool = False, checkpoint_hint: str = ""):
         if not callable(factory):
             raise TypeError(f"{name}: factory must be callable, got {factory!r}")
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 1:
@@ -42,9 +48,12 @@ class BackgroundSource(SourceStage):
         self.factory = factory
         self.prefetch = prefetch
         self.chunked = chunked
+        self.replayable = replayable
+        self.checkpoint_hint = checkpoint_hint or (
+            "its elements cannot be read again from the same position after a restore")
 
     def create_logic(self, attributes):
-        return _BackgroundLogic(self)
+        return _ReplayableBackgroundLogic(self) if self.replayable else _BackgroundLogic(self)
 
 
 class _BackgroundLogic(GraphStageLogic, OutHandler):
@@ -64,6 +73,8 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         self.credits = threading.Semaphore(stage.prefetch)
         self.stopping = threading.Event()
         self.thread = None
+        self.emitted = 0  # elements pushed downstream (a replayable source's checkpoint state)
+        self.skip = 0  # after a restore: elements the helper thread skips before producing
 
     def pre_start(self) -> None:
         deliver = self.get_async_callback(self._arrived)
@@ -77,6 +88,8 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         it = None
         try:
             it = iter(stage.factory())
+            if self.skip:
+                it = _skipped(it, self.skip, stage.chunked, stage.name)
             while True:
                 credits.acquire()
                 if stopping.is_set():
@@ -169,6 +182,7 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
                     f"{self.stage.name}: the iterator yielded None; elements must not be None "
                     "(Reactive Streams rule 2.13)"))
                 return
+        self.emitted += len(chunk)
         self.push(self.out, chunk)
         if self.finished and not self.chunks and self.pos >= len(self.cur):
             self._end()
@@ -184,6 +198,7 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
                     f"{self.stage.name}: the iterator yielded None; elements must not be None "
                     "(Reactive Streams rule 2.13)"))
                 return
+            self.emitted += 1
             self.push(self.out, elem)
             if self.finished and not self.chunks and self.pos >= len(self.cur):
                 self._end()  # that was the last element: complete now, not at the next pull
@@ -200,6 +215,37 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
     def post_stop(self) -> None:
         self.stopping.set()
         self.credits.release()
+
+
+class _ReplayableBackgroundLogic(_BackgroundLogic):
+    """A background source whose factory replays: saves how many elements it emitted, skips them after a restore."""
+
+    def save_to_snapshot(self) -> int:
+        return self.emitted
+
+    def restore_from_snapshot(self, state: int) -> None:
+        self.emitted = self.skip = state
+
+
+def _skipped(it: Iterator[Any], n: int, chunked: bool, name: str) -> Iterator[Any]:
+    """``it`` without its first ``n`` elements (in chunked mode each item is a list of elements)."""
+    left = n
+    for item in it:
+        if left <= 0:
+            yield item
+            continue
+        size = len(item) if chunked else 1
+        if size <= left:
+            left -= size
+            continue
+        rest = item[left:]
+        left = 0
+        yield rest
+    if left > 0:
+        from ..errors import SourceReplayMismatchError
+
+        raise SourceReplayMismatchError(f"{name}: the checkpoint was taken after {n} elements, but a replay yields only "
+                                f"{n - left}: the source's data changed since")
 
 
 class _Failure:

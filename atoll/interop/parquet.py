@@ -74,7 +74,7 @@ def parquet_source(path: Any, as_: str = "rows", max_rows_per_batch: Optional[in
     if max_rows_per_batch is None:
         max_rows_per_batch = 2048 if as_ == "rows" else 65536
     reader = _ParquetReader(path, as_, max_rows_per_batch, list(columns) if columns is not None else None)
-    return BackgroundSource("from_parquet", reader, prefetch=2, chunked=as_ == "rows")
+    return BackgroundSource("from_parquet", reader, prefetch=2, chunked=as_ == "rows", replayable=True)
 
 
 class ParquetSink(SinkStage):

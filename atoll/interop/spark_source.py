@@ -12,6 +12,12 @@ Two modes, chosen when the blueprint is built:
   recoverable path); only the copy into Ray is on demand. For DataFrames that are expensive to recompute, and for
   recovery: a fetched partition lost with its node is fetched again from Spark's cache.
 
+With checkpoints, the source saves how many rows it emitted; a restore reads the DataFrame again (from the cache
+when it is still held, else computed again) and skips those rows. That is exact for a deterministic DataFrame
+(the same rows in the same partition order on every run); rows that cannot be read again to that count fail the
+restore with ``SourceReplayMismatchError``. A DataFrame with non-deterministic steps (``rand()`` without a seed,
+a round-robin ``repartition`` after a shuffle) may replay different rows: cache it first (``cache=True``).
+
 Either way the island that hosts the source converts each partition in slices of at most ``max_rows_per_batch``
 rows on a helper thread, a slice ahead of demand, and emits; memory in Ray is bounded by two partitions plus the
 channel buffers, whatever the size of the DataFrame. Spark's cache (or the on-demand jobs) are released or
@@ -154,7 +160,10 @@ class SparkSource(SourceStage):
             ctx.on_end(parts.close)
             reader = _PartitionReader(parts.client.tables, self.fmt, self.max_rows, parts.timezone)
             prefetch = 1  # one converted slice ahead: the partitions ahead are Spark's prefetch
-        stage = BackgroundSource("from_spark", reader, prefetch=prefetch, chunked=self.fmt == "rows")
+        # replayable: a restore recomputes (or re-fetches from the cache) the partitions and skips the rows
+        # already emitted, which assumes the DataFrame yields the same rows in the same order each time
+        stage = BackgroundSource("from_spark", reader, prefetch=prefetch, chunked=self.fmt == "rows",
+                                 replayable=True)
         return with_shape_of(stage, self), None
 
     def create_logic(self, attributes):

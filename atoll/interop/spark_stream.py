@@ -201,7 +201,9 @@ class SparkStreamSource(SourceStage):
         ctx.on_end(query.stop)
         reader = _PartitionReader(_StreamTables(query.box), self.fmt, self.max_rows, query.timezone)
         query.start()
-        stage = BackgroundSource("from_spark_stream", reader, prefetch=1, chunked=self.fmt == "rows")
+        stage = BackgroundSource("from_spark_stream", reader, prefetch=1, chunked=self.fmt == "rows",
+                                 checkpoint_hint="a Structured Streaming query's micro-batches are not replayed by "
+                                                 "Atoll's checkpoints; read a replayable source instead")
         return with_shape_of(stage, self), None
 
     def create_logic(self, attributes):
