@@ -10,6 +10,7 @@ import pytest
 
 from atoll import CheckpointSettings, Keep, KillSwitches, Materializer, RecoveryFailedError, RestartPolicy, Sink, Source
 from atoll.errors import IslandDiedError
+from atoll.testkit import TestSink
 from atoll.testkit.chaos import kill_island, kill_island_at, kill_island_when, numbered, verifying_sink
 
 from ray_helpers import wait_no_island_actors
@@ -221,6 +222,26 @@ def test_a_kill_switch_shutdown_given_during_recovery_is_applied_to_the_new_atte
         got = seq.result(60)
         assert got == list(range(len(got))) and len(got) < 100 * N
         assert g.attempt == 1
+    finally:
+        mat.shutdown()
+    assert wait_no_island_actors() == []
+
+
+def test_handles_are_rebound_to_the_new_actors_a_probe_continues_after_the_checkpoint(ray_session, tmp_path):
+    mat = _mat(tmp_path)
+    try:
+        probe = (Source.range(0, 1_000_000).island().map(lambda x: x * 2).island()
+                 .to_mat(TestSink.probe(), Keep.right)).run(mat, name="probe")
+        g = mat.running_graph("probe")
+        probe.request(5)
+        assert probe.expect_next_n(5) == [0, 2, 4, 6, 8]
+        g.checkpoint_now(timeout=30)
+        kill_island(g, 1)
+        _wait_until(lambda: g.attempt == 1)
+        probe.request(5)
+        assert probe.expect_next_n(5) == [10, 12, 14, 16, 18]
+        g.cancel()
+        assert g.wait(30)
     finally:
         mat.shutdown()
     assert wait_no_island_actors() == []

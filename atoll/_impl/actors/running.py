@@ -19,7 +19,7 @@ import ray
 from ...errors import AbruptTerminationError, IslandDiedError
 from ...materializer.running_graph import RunningGraphBase
 from ..ops.base import complete_promise, fail_promise, new_promise
-from .exports import ExportedFuture, ExportedHandle
+from .exports import ExportedFuture, ExportedHandle, RemoteKillSwitch
 from .messages import CheckpointAcked, CheckpointDeclined, FinalSnapshot, FutureCompleted, FutureFailed, IslandEnded
 
 log = logging.getLogger("atoll.ray")
@@ -303,7 +303,7 @@ class RayRunningGraph(RunningGraphBase):
             return self._cancel_cause
         for island in self._islands:
             for proxy in island.handles.values():
-                if getattr(proxy, "aborted", False):
+                if isinstance(proxy, RemoteKillSwitch) and proxy.aborted:
                     return proxy._command[1]
         return None
 
