@@ -96,11 +96,9 @@ def _wait_islands_gone(graph, timeout: float = 10.0) -> int:
     return alive
 
 
-def spark_job(mat, spark, n: int) -> None:
-    events = click_events(spark, n)
-    print(f"Spark: {n:,} click events in {events.rdd.getNumPartitions()} partitions", flush=True)
-    t0 = time.perf_counter()
-    stats, windows_df = (
+def user_windows(events):
+    """The demo's pipeline up to its sink: Spark rows -> enrich island -> per-user 1-minute windows island."""
+    return (
         Source.from_spark(events)
         .map(enrich)
         .island(name="atoll-demo-enrich")
@@ -108,6 +106,15 @@ def spark_job(mat, spark, n: int) -> None:
         .tumbling_window(60_000, key=lambda e: e["user_id"], aggregate=CLICKS)
         .map(window_row)
         .island(name="atoll-demo-aggregate")
+    )
+
+
+def spark_job(mat, spark, n: int) -> Dict[int, int]:
+    events = click_events(spark, n)
+    print(f"Spark: {n:,} click events in {events.rdd.getNumPartitions()} partitions", flush=True)
+    t0 = time.perf_counter()
+    stats, windows_df = (
+        user_windows(events)
         .to_mat(Sink.to_spark(WINDOWS_SCHEMA), Keep.both)
         .run(mat)
     )
@@ -143,13 +150,7 @@ def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> N
         interval=0.5, storage=storage, restart=RestartPolicy(max_restarts=2, backoff=0.1)))
     try:
         counts = (
-            Source.from_spark(click_events(spark, n))
-            .map(enrich)
-            .island(name="atoll-demo-enrich")
-            .with_timestamps(lambda e: e["ts_ms"], max_out_of_orderness=5_000)
-            .tumbling_window(60_000, key=lambda e: e["user_id"], aggregate=CLICKS)
-            .map(window_row)
-            .island(name="atoll-demo-aggregate")
+            user_windows(click_events(spark, n))
             .to_mat(Sink.fold({}, _add_user_events), Keep.right)
             .run(mat, name="atoll-demo-recovery")
         )

@@ -26,7 +26,7 @@ from ..errors import IllegalStateError
 from .._impl.ops.base import SourceStage
 from .arrow_blocks import with_shape_of
 from .background_source import BackgroundSource
-from .spark_on_demand import SparkJobError
+from .spark_on_demand import SparkJobError, _Box
 from .spark_source import FORMATS, ROWS_SLICE, _PartitionReader
 
 __all__ = ["SparkStreamSource", "check_trigger"]
@@ -113,19 +113,6 @@ def _box_actor_class():
 
         _remote_box = ray.remote(num_cpus=0, max_concurrency=4)(_BatchBox)
     return _remote_box
-
-
-class _Box:
-    def __init__(self, target, remote: bool):
-        self.target = target
-        self.remote = remote
-
-    def call(self, name: str, *args):
-        if not self.remote:
-            return getattr(self.target, name)(*args)
-        import ray
-
-        return ray.get(getattr(self.target, name).remote(*args))
 
 
 class _StreamTables:
