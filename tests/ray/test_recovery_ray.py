@@ -58,6 +58,7 @@ def test_a_killed_island_restarts_from_the_checkpoint_and_the_result_is_exact(ra
         assert len(got) >= 100
         assert g.restarts == 1 and g.attempt == 1
         assert g.wait(30)
+        assert {(i["restarts"], i["attempt"]) for i in g.islands()} == {(1, 1)}  # what atoll.metrics records
         assert (first.id, first.attempt, second.id, second.attempt) == (1, 0, 2, 1)
     finally:
         mat.shutdown()

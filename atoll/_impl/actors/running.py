@@ -391,7 +391,8 @@ class RayRunningGraph(RunningGraphBase):
                 pass
 
     def islands(self) -> List[dict]:
-        """Actor name/id, node id, pid and state of every island."""
+        """Actor name/id, node id, pid and state of every island, and how often the graph restarted (every
+        island restarts with it: ``restarts``, ``attempt``)."""
         out = []
         live = [i for i in self._islands if not i.ended]
         infos = {}
@@ -405,7 +406,8 @@ class RayRunningGraph(RunningGraphBase):
                     except Exception:  # noqa: BLE001
                         pass
         for island in self._islands:
-            d = {"name": island.name, "state": island.state if island.ended else "running", "options": island.options}
+            d = {"name": island.name, "state": island.state if island.ended else "running", "options": island.options,
+                 "restarts": self.restarts, "attempt": self.attempt}
             d.update(infos.get(island.index, {}))
             if island.ended:
                 d["state"] = island.state
