@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from ...errors import abrupt_termination
 from .base import SourceStage, complete_promise, fail_promise, new_promise, require_callable
-from .sources import IterableSource, _SourceLogic
+from .sources import IterableSource, _FutureValueLogic
 
 
 def _cycled(factory: Callable[[], Iterable[Any]]):
@@ -156,38 +156,12 @@ class MaybeSource(SourceStage):
         return _MaybeLogic(self, promise._future), promise
 
 
-_NOTHING = object()
-
-
-class _MaybeLogic(_SourceLogic):
+class _MaybeLogic(_FutureValueLogic):
     checkpoint_hint = "the value completed from outside cannot be replayed after a restore; use Source.single"
+
     def __init__(self, stage, promise: Future):
-        super().__init__(stage)
+        super().__init__(stage, promise)
         self.promise = promise
-        self.early = _NOTHING
-
-    def pre_start(self):
-        cb = self.get_async_callback(self._done)
-        self.promise.add_done_callback(cb.invoke)
-
-    def _done(self, f: Future) -> None:
-        exc = f.exception()
-        if exc is not None:
-            self.fail_stage(exc)
-            return
-        value = f.result()
-        if value is None:
-            self.complete_stage()
-        elif self.is_available(self.out):
-            self.push(self.out, value)
-            self.complete_stage()
-        else:
-            self.early = value
-
-    def on_pull(self):
-        if self.early is not _NOTHING:
-            self.push(self.out, self.early)
-            self.complete_stage()
 
     def on_downstream_finish(self, cause):
         complete_promise(self.promise, None)

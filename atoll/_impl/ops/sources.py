@@ -432,42 +432,50 @@ class FutureSource(SourceStage):
         self.future = future
 
     def create_logic(self, attributes):
-        fut = self.future
+        return _FutureValueLogic(self, self.future)
 
-        class Logic(_SourceLogic):
-            result = _END
-            checkpoint_hint = ("a future's result cannot be replayed after a restore; use Source.single "
-                               "with the value, or Source.from_iterator(factory, replay=\"skip\")")
 
-            def pre_start(self):
-                cb = self.get_async_callback(self._done)
-                fut.add_done_callback(cb.invoke)
+class _FutureValueLogic(_SourceLogic):
+    """Emits the value a future completes with, then completes (``None``: completes without an element); fails
+    with the future's exception, or ``StreamDetachedError`` if it was cancelled. Shared by ``from_future`` and
+    ``maybe``."""
 
-            def _done(self, f):
-                if f.cancelled():
-                    from ...errors import StreamDetachedError
+    checkpoint_hint = ("a future's result cannot be replayed after a restore; use Source.single "
+                       "with the value, or Source.from_iterator(factory, replay=\"skip\")")
 
-                    self.fail_stage(StreamDetachedError("Source.from_future: the future was cancelled"))
-                    return
-                exc = f.exception()
-                if exc is not None:
-                    self.fail_stage(exc)
-                    return
-                value = f.result()
-                if value is None:
-                    self.complete_stage()
-                elif self.is_available(self.out):
-                    self.push(self.out, value)
-                    self.complete_stage()
-                else:
-                    self.result = value
+    def __init__(self, stage, future: Future):
+        super().__init__(stage)
+        self.future = future
+        self.source = stage.out.name[: -len(".out")]  # from_future / maybe, for the cancellation message
+        self.result = _END  # a value that arrived before downstream pulled
 
-            def on_pull(self):
-                if self.result is not _END:
-                    self.push(self.out, self.result)
-                    self.complete_stage()
+    def pre_start(self):
+        cb = self.get_async_callback(self._done)
+        self.future.add_done_callback(cb.invoke)
 
-        return Logic(self)
+    def _done(self, f: Future) -> None:
+        if f.cancelled():
+            from ...errors import StreamDetachedError
+
+            self.fail_stage(StreamDetachedError(f"Source.{self.source}: the future was cancelled"))
+            return
+        exc = f.exception()
+        if exc is not None:
+            self.fail_stage(exc)
+            return
+        value = f.result()
+        if value is None:
+            self.complete_stage()
+        elif self.is_available(self.out):
+            self.push(self.out, value)
+            self.complete_stage()
+        else:
+            self.result = value
+
+    def on_pull(self):
+        if self.result is not _END:
+            self.push(self.out, self.result)
+            self.complete_stage()
 
 
 class Cancellable:
