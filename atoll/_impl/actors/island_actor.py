@@ -155,6 +155,12 @@ class IslandActor:
             self.host.post(self.host.checkpointer.abort, n)
 
     @ray.method(concurrency_group="control")
+    def checkpoint_complete(self, n: int) -> None:
+        """The coordinator wrote checkpoint ``n``'s manifest: phase 2 of the island's two-phase commits."""
+        if self.host is not None and self.host.checkpointer is not None:
+            self.host.post(self.host.checkpointer.complete, n)
+
+    @ray.method(concurrency_group="control")
     def checkpoint_status(self) -> dict:
         cp = self.host.checkpointer if self.host is not None else None
         return cp.status() if cp is not None else {"checkpoint": None}

@@ -97,6 +97,9 @@ class RayIslandPort:
     def abort(self, checkpoint_id: int) -> None:
         self.actor.abort_checkpoint.remote(checkpoint_id)
 
+    def complete(self, checkpoint_id: int) -> None:
+        self.actor.checkpoint_complete.remote(checkpoint_id)
+
     def status(self) -> dict:
         return ray.get(self.actor.checkpoint_status.remote(), timeout=self.STATUS_TIMEOUT)
 

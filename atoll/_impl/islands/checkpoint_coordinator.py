@@ -48,6 +48,9 @@ class LocalIslandPort:
     def abort(self, checkpoint_id: int) -> None:
         self.host.post(self.checkpointer.abort, checkpoint_id)
 
+    def complete(self, checkpoint_id: int) -> None:
+        self.host.post(self.checkpointer.complete, checkpoint_id)
+
     def status(self) -> dict:
         return self.checkpointer.status()
 
