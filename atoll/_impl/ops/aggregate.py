@@ -15,6 +15,7 @@ from ...stage.supervision import supervise
 from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int, snapshot_copy
 from ...stage.supervision import supervise_chunk
 from .base import ChunkFlow
+from .combined_timestamps import FoldedMax, SuffixStamps
 
 
 # ---------------------------------------------------------------------------------------------- scan
@@ -138,7 +139,8 @@ class Fold(FlowStage):
         return _FoldFlowLogic(self, decider_of(attributes))
 
 
-class _FoldFlowLogic(ChunkFlow, FlowLogic):
+class _FoldFlowLogic(FoldedMax, ChunkFlow, FlowLogic):
+    # event time: the result carries the max timestamp folded in (FoldedMax; element form only)
     def __init__(self, stage: Fold, decider):
         super().__init__(stage)
         self.zero = stage.zero
@@ -153,7 +155,7 @@ class _FoldFlowLogic(ChunkFlow, FlowLogic):
             self.pull(self.in_)
 
     def _emit_result(self) -> None:
-        self.push(self.out, [self.acc] if self.chunked else self.acc)
+        self.push(self.out, [self.acc] if self.chunked else self.acc, self.acc_ts)
         self.complete_stage()
 
     def on_push(self):
@@ -195,6 +197,7 @@ class _FoldFlowLogic(ChunkFlow, FlowLogic):
 
     def reset_state(self) -> None:
         self.acc = self.zero
+        self.acc_ts = None
 
     def save_to_snapshot(self):
         return snapshot_copy(self.acc)
@@ -224,7 +227,8 @@ class Reduce(FlowStage):
         return _ReduceLogic(self, decider_of(attributes))
 
 
-class _ReduceLogic(FlowLogic):
+class _ReduceLogic(FoldedMax, FlowLogic):
+    # event time: the result carries the max timestamp of the elements reduced (FoldedMax)
     def __init__(self, stage: Reduce, decider):
         super().__init__(stage)
         self.fn = stage.fn
@@ -235,6 +239,7 @@ class _ReduceLogic(FlowLogic):
         elem = self.grab(self.in_)
         if self.acc is _EMPTY:
             self.acc = elem
+            self.acc_ts = self._ts
         else:
             try:
                 self.acc = self.fn(self.acc, elem)
@@ -247,10 +252,11 @@ class _ReduceLogic(FlowLogic):
         if self.acc is _EMPTY:
             self.fail_stage(NoSuchElementError("reduce over empty stream"))
         else:
-            self.emit(self.out, self.acc, self.complete_stage)
+            self.emit(self.out, self.acc, self.complete_stage, self.acc_ts)
 
     def reset_state(self) -> None:
         self.acc = _EMPTY
+        self.acc_ts = None
 
     def save_to_snapshot(self):
         return None if self.acc is _EMPTY else (snapshot_copy(self.acc),)
@@ -260,13 +266,14 @@ class _ReduceLogic(FlowLogic):
 
 
 # ---------------------------------------------------------------------------------------------- windows
-class _WindowLogic(ChunkFlow, FlowLogic):
+class _WindowLogic(SuffixStamps, ChunkFlow, FlowLogic):
     """grouped and sliding: elements go through ``step(x)`` one by one, which returns a finished
     window or None. ``received`` counts the elements that arrived, ``settled`` the leading ones that
     are out (in a window) or will never be; a signal that arrived after ``received == k`` elements is
     held until ``settled >= k`` and goes out right after the window that settled them. In the chunk
     form the elements of a chunk not yet turned into windows wait in ``inq`` (a window is pushed
-    alone when a held signal must follow it)."""
+    alone when a held signal must follow it). Event time (element form only): an output list carries the
+    max timestamp of its elements (``SuffixStamps``: every output is a suffix of what was received)."""
 
     def __init__(self, stage):
         super().__init__(stage)
@@ -305,7 +312,8 @@ class _WindowLogic(ChunkFlow, FlowLogic):
         last = self.partial()
         self.settled = self.received
         if last is not None:
-            self.emit(self.out, [last] if self.chunked else last)
+            ts = None if self.stamps is None else self.suffix_ts(len(last))
+            self.emit(self.out, [last] if self.chunked else last, ts=ts)
         self._release()
         self.complete_stage()
 

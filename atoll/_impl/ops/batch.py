@@ -82,6 +82,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
         self.pending = _NONE
         self.agg_ts = None  # event time: the smallest timestamp folded into agg, and the pending element's
         self.pending_ts = None
+        self.agg_max = None  # event time: the largest timestamp folded into agg (the aggregate carries it)
         self.set_handler(stage.in_, self)
         self.set_handler(stage.out, self)
 
@@ -90,7 +91,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
         self.left = self.max
         self.pending = _NONE
         if self.agg_ts is not None or self.pending_ts is not None:
-            self.agg_ts = self.pending_ts = None
+            self.agg_ts = self.pending_ts = self.agg_max = None
             self.release_watermark_hold()
 
     def _held(self, into_agg: bool) -> None:
@@ -102,6 +103,8 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
         if into_agg:
             if self.agg_ts is None or ts < self.agg_ts:
                 self.agg_ts = ts
+            if self.agg_max is None or ts > self.agg_max:
+                self.agg_max = ts
         else:
             self.pending_ts = ts
         self.hold_watermark_for((self.agg_ts, self.pending_ts))
@@ -109,8 +112,15 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
     def _agg_out(self) -> None:
         """Event time: agg went downstream; what stays is the pending element (if any)."""
         if self.agg_ts is not None or self.pending_ts is not None:
-            self.agg_ts, self.pending_ts = self.pending_ts, None
+            self.agg_ts = self.agg_max = self.pending_ts
+            self.pending_ts = None
             self.hold_watermark_for((self.agg_ts,))
+
+    def _pending_dropped(self) -> None:
+        """Event time: seeding the pending element failed and supervision dropped it: nothing is kept."""
+        if self.agg_ts is not None and self.agg is _NONE:
+            self.agg_ts = self.agg_max = None
+            self.release_watermark_hold()
 
     def _supervise(self, exc: BaseException) -> bool:
         """False: the stage failed. Restart resets the state; Resume keeps it."""
@@ -124,7 +134,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
 
     def _flush(self) -> None:
         if self.agg is not _NONE:
-            self.push(self.out, self.agg)
+            self.push(self.out, self.agg, self.agg_max)
             self.left = self.max
             self.agg = _NONE
             self._agg_out()
@@ -138,6 +148,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
             except Exception as exc:
                 if self._supervise(exc):
                     self.pending = _NONE
+                    self._pending_dropped()
 
     def save_to_snapshot(self):
         agg = self.agg if self.agg is _NONE else snapshot_copy(self.agg)
@@ -201,7 +212,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
             elif not self.has_been_pulled(self.in_):
                 self.pull(self.in_)
         elif self.is_closed(self.in_):
-            self.push(self.out, self.agg)
+            self.push(self.out, self.agg, self.agg_max)
             self.agg = _NONE
             self._agg_out()
             if self.pending is _NONE:
@@ -213,6 +224,7 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
                 except Exception as exc:
                     if not self._supervise(exc):
                         return
+                    self._pending_dropped()
                 if self.agg is _NONE:
                     self.complete_stage()
         else:

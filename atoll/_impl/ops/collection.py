@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 from ...stage.supervision import Supervision, decide, supervise, supervise_chunk
 from .aggregate import _FoldFlowLogic, _WindowLogic
 from .base import FlowLogic, FlowStage, decider_of, require_callable, require_int
+from .combined_timestamps import later
 from .forms import MAP_CONCAT, StatelessForm
 from .transform import _StatelessChunkForm
 
@@ -270,7 +271,15 @@ class GroupedAdjacentBy(FlowStage):
 
 class _GroupedAdjacentByLogic(_ElementWindowLogic):
     """Port of Pekko's ``GroupedAdjacentByWeighted`` logic; ``pending`` is a finished group waiting
-    for demand (at most one). ``settled`` is the stream index of the oldest element still held."""
+    for demand (at most one). ``settled`` is the stream index of the oldest element still held.
+    Event time: a group carries the max timestamp of its elements (``buf_ts``, ``pending_ts``); the
+    element that closes a group belongs to the next one, so the suffix rule of ``_WindowLogic`` does not
+    apply."""
+
+    pending_ts = None
+
+    def enable_event_time(self) -> None:
+        FlowLogic.enable_event_time(self)  # plain stamped grab/push: groups are stamped here
 
     def __init__(self, stage: GroupedAdjacentBy, decider):
         self.fn = stage.fn
@@ -319,7 +328,7 @@ class _GroupedAdjacentByLogic(_ElementWindowLogic):
         elif self.key is not _NO_KEY and (key != self.key or self.weight + c > mw):
             self._emit_current()
             if c > mw:
-                self._push_or_queue([elem], index)
+                self._push_or_queue([elem], index, self._ts)
             else:
                 self._add(elem, c, key, index)
             self._settle()
@@ -336,24 +345,26 @@ class _GroupedAdjacentByLogic(_ElementWindowLogic):
     def _add(self, elem, c, key, index) -> None:
         if not self.buf:
             self.buf_start = index
+        if self._ts is not None:
+            self.buf_ts = later(self.buf_ts, self._ts)
         self.buf.append(elem)
         self.weight += c
         self.key = key
 
     def _emit_current(self) -> None:
         if self.buf:
-            group, start = self.buf, self.buf_start
+            group, start, ts = self.buf, self.buf_start, self.buf_ts
             self.reset_state()
-            self._push_or_queue(group, start)
+            self._push_or_queue(group, start, ts)
 
-    def _push_or_queue(self, group: list, start: int) -> None:
+    def _push_or_queue(self, group: list, start: int, ts) -> None:
         if self.pending is not None:
-            self.push(self.out, self.pending)
-            self.pending, self.pending_start = group, start
+            self.push(self.out, self.pending, self.pending_ts)
+            self.pending, self.pending_start, self.pending_ts = group, start, ts
         elif self.is_available(self.out):
-            self.push(self.out, group)
+            self.push(self.out, group, ts)
         else:
-            self.pending, self.pending_start = group, start
+            self.pending, self.pending_start, self.pending_ts = group, start, ts
 
     def _try_pull(self) -> None:
         if self.pending is None and not self.has_been_pulled(self.in_) and self.is_available(self.out):
@@ -362,18 +373,18 @@ class _GroupedAdjacentByLogic(_ElementWindowLogic):
     def on_pull(self):
         if self.pending is not None:
             group, self.pending = self.pending, None
-            self.push(self.out, group)
+            self.push(self.out, group, self.pending_ts)
             self._settle()
         elif not self.has_been_pulled(self.in_):
             self.pull(self.in_)
 
     def on_upstream_finish(self):
-        groups = [g for g in (self.pending, self.buf) if g]
+        groups = [(g, t) for g, t in ((self.pending, self.pending_ts), (self.buf, self.buf_ts)) if g]
         self.pending = None
         self.reset_state()
         self.settled = self.received
-        if groups:
-            self.emit_multiple(self.out, groups)
+        for group, ts in groups:
+            self.emit(self.out, group, ts=ts)
         self._release()
         self.complete_stage()
 
@@ -383,6 +394,7 @@ class _GroupedAdjacentByLogic(_ElementWindowLogic):
     def reset_state(self) -> None:
         self.buf = []
         self.buf_start = 0
+        self.buf_ts = None
         self.weight = 0
         self.key = _NO_KEY
 
@@ -421,6 +433,9 @@ class _TakeLastLogic(_WindowLogic):
     def __init__(self, stage: TakeLast):
         self.n = stage.n
         super().__init__(stage)
+
+    def new_stamps(self) -> deque:
+        return deque(maxlen=self.n)  # event time: the timestamps of the elements in buf
 
     def step(self, x):
         self.buf.append(x)

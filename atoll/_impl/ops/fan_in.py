@@ -31,6 +31,7 @@ from ...stage.ports import Inlet, Outlet
 from ...stage.shapes import FanInShapeN, MergePreferredShape, UniformFanInShape
 from ...stage.supervision import Supervision, decide
 from .base import decider_of, require_bool as _require_bool, require_callable, require_int
+from .combined_timestamps import LatestPerInput
 
 _NONE = object()  # "no value yet" (elements are never None, but a private marker reads clearer)
 
@@ -1032,7 +1033,8 @@ class MergeLatest(_FanInStage):
         return f"MergeLatest({self.n})"
 
 
-class _MergeLatestLogic(GraphStageLogic, OutHandler):
+class _MergeLatestLogic(LatestPerInput, GraphStageLogic, OutHandler):
+    # event time: an output carries the max timestamp of the latest elements it lists (LatestPerInput)
     """Element form only, on purpose: every arrival is emitted as its own list of the latest values,
     and which lists exist depends on how arrivals interleave with pulls. A chunk form would still make
     one output per input element (nothing to batch but the port events) and would sample other lists
@@ -1180,7 +1182,8 @@ class Zip(ZipWith):
         return "Zip"
 
 
-class _ZipWithLogic(GraphStageLogic, OutHandler):
+class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
+    # event time: a combination carries the max timestamp of the elements it combines (LatestPerInput)
     def __init__(self, stage: ZipWith, decider):
         super().__init__(stage.shape)
         self.ins = stage.ins
@@ -1415,7 +1418,7 @@ class ZipLatest(ZipLatestWith):
         return "ZipLatest"
 
 
-class _ZipLatestWithLogic(GraphStageLogic, OutHandler):
+class _ZipLatestWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
     """Element form only, on purpose: a combination samples the latest value of each input when
     downstream pulls, and new elements of several inputs arriving between two pulls make one
     combination. Which combinations exist is a function of arrival timing against demand; a chunk
@@ -1524,6 +1527,7 @@ class _DetachableFanInLogic(GraphStageLogic, OutHandler):
         n = len(ins)
         if detached:
             self._buffer = [EMPTY] * n  # element held by the input's detacher
+            self._buffer_ts = [None] * n  # event time: its timestamp (None elsewhere)
             self._demand = [False] * n  # the junction pulled the detacher
             self._delivered = [EMPTY] * n  # pushed to the junction, not grabbed yet
             self._upstream_done = [False] * n  # the real input completed
@@ -1555,6 +1559,7 @@ class _DetachableFanInLogic(GraphStageLogic, OutHandler):
             self._demand[i] = True
             return
         self._buffer[i] = EMPTY
+        self._ts = self._buffer_ts[i]  # the element goes on with its own timestamp, not the last grabbed
         self._deliver(i, elem)
         if self.is_closed(self.out):
             return  # the stage stopped while handling the element
@@ -1611,6 +1616,7 @@ class _DetachableInput(InHandler):
             logic.try_pull(in_)
         else:
             logic._buffer[i] = elem
+            logic._buffer_ts[i] = logic._ts
 
     def on_upstream_finish(self):
         logic, i = self.logic, self.i

@@ -82,6 +82,7 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.has_elements = False
         self.group_ts = None  # event time: the smallest timestamp in the group, and the pending element's
         self.pending_ts = None
+        self.group_max = None  # event time: the largest timestamp in the group (the group carries it)
         self.set_handler(stage.in_, self)
         self.set_handler(stage.out, self)
 
@@ -144,6 +145,8 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
         if into_group:
             if self.group_ts is None or ts < self.group_ts:
                 self.group_ts = ts
+            if self.group_max is None or ts > self.group_max:
+                self.group_max = ts
         else:
             self.pending_ts = ts
         self.hold_watermark_for((self.group_ts, self.pending_ts))
@@ -151,12 +154,13 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
     def _group_out(self) -> None:
         """Event time: the group went downstream; what stays is the pending element (if any)."""
         if self.group_ts is not None or self.pending_ts is not None:
-            self.group_ts, self.pending_ts = self.pending_ts, None
+            self.group_ts = self.group_max = self.pending_ts
+            self.pending_ts = None
             self.hold_watermark_for((self.group_ts,))
 
     def reset_state(self) -> None:
         if self.group_ts is not None or self.pending_ts is not None:
-            self.group_ts = self.pending_ts = None
+            self.group_ts = self.pending_ts = self.group_max = None
             self.release_watermark_hold()
         self.group = []
         self.pending = _NONE
@@ -177,12 +181,12 @@ class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.group_emitted = True
         group = self.group
         self.group = []
-        self.push(self.out, group)
+        self.push(self.out, group, self.group_max)
         self._group_out()
         if self.finished:
             if self.pending is not _NONE:
                 pending, self.pending = self.pending, _NONE
-                self.emit(self.out, [pending], self.complete_stage)
+                self.emit(self.out, [pending], self.complete_stage, self.group_max)
             else:
                 self.complete_stage()
         else:
