@@ -63,6 +63,27 @@ class Sink(AsyncSinks, CollectionSinks, Blueprint):
         return Sink.from_graph(SparkSink(schema, spark))
 
     @staticmethod
+    def to_spark_stream(spark: Any = None, *, path: Any = None, table: Optional[str] = None,
+                        format: Optional[str] = None, foreach_batch: Optional[Callable[[Any, int], None]] = None,
+                        checkpoint_location: Any = None, trigger: Any = None, output_mode: str = "append",
+                        options: Optional[dict] = None, partition_by: Optional[list] = None,
+                        query_name: Optional[str] = None, schema: Any = None, rows_per_batch: int = 65536,
+                        max_batch_delay: float = 0.5, max_pending_batches: int = 2,
+                        staging_dir: Any = None) -> "Sink":
+        """Write with a Spark Structured Streaming query fed by the graph (``writeStream`` to ``path`` in
+        ``format``, to ``table``, or through ``foreach_batch``), elements checked as ``to_spark`` checks them;
+        micro-batches of up to ``rows_per_batch`` rows (or what ``max_batch_delay`` seconds gathered), at most
+        ``max_pending_batches`` waiting for Spark. Materializes a future of the rows written (``.query``: the
+        ``StreamingQuery``). See :mod:`atoll.interop.spark_stream_sink`."""
+        from ..interop.spark_stream_sink import SparkStreamSink
+
+        return Sink.from_graph(SparkStreamSink(
+            spark, path=path, table=table, format=format, foreach_batch=foreach_batch,
+            checkpoint_location=checkpoint_location, trigger=trigger, output_mode=output_mode, options=options,
+            partition_by=partition_by, query_name=query_name, schema=schema, rows_per_batch=rows_per_batch,
+            max_batch_delay=max_batch_delay, max_pending_batches=max_pending_batches, staging_dir=staging_dir))
+
+    @staticmethod
     def to_parquet(path: Any, schema: Any = None) -> "Sink":
         """Write to one Parquet file (checked as ``to_spark`` checks): ``Future[int]``, the rows written."""
         from ..interop.parquet import ParquetSink
