@@ -10,9 +10,10 @@ from typing import Any, Iterator, List, Optional
 
 import pyarrow as pa
 
-from .._impl.ops.base import SinkStage, new_promise
+from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
 from .arrow_blocks import ROWS_PER_BLOCK, BlockLogic
 from .background_source import BackgroundSource
+from .parquet_parts import PartFiles
 from .spark_sink import arrow_schema_of
 
 __all__ = ["parquet_source", "ParquetSink", "batches_as"]
@@ -85,8 +86,16 @@ class ParquetSink(SinkStage):
     and written as row groups of up to ``rows_per_block`` rows. On failure the file is closed with the row groups
     written so far (as Pekko's file sinks leave a partial file).
 
+    **With checkpoints** ``path`` is a dataset directory written exactly once by two-phase commit
+    (:mod:`atoll.interop.parquet_parts`): each epoch's rows go to a hidden ``_part-*`` temporary, closed at the
+    checkpoint's cut and renamed to ``part-<n>.parquet`` once the checkpoint is durable; a restore commits what
+    the checkpoint prepared and deletes the temporaries written after it. At the end of the stream the sink
+    asks for a checkpoint and completes (its future too) only once that checkpoint committed the last part, so
+    a completed future means every row is visible. An empty epoch writes no file.
+
     **Backpressures when** a row group is being written. **Completes** its future when upstream completed and
-    the file is closed. **Cancels when** an element does not fit the schema or writing fails.
+    the file is closed (with checkpoints: the last part committed). **Cancels when** an element does not fit
+    the schema or writing fails.
     """
 
     def __init__(self, path: Any, schema: Any = None, rows_per_block: int = ROWS_PER_BLOCK):
@@ -103,14 +112,96 @@ class ParquetSink(SinkStage):
 
 
 class _ParquetLogic(BlockLogic):
+    """One file without checkpoints; part files under two-phase commit with them (``parts``), also when a run
+    without checkpoints restores a checkpoint (it then commits its last part itself at the end)."""
 
     def __init__(self, stage: ParquetSink, promise):
         super().__init__(stage, promise)
         self.path = stage.path
         self.writer = None
         self.written = 0
+        self.parts: Optional[PartFiles] = None  # directory mode: checkpointing, or restored from a checkpoint
+        self.checkpointing = False
+        self.request_checkpoint = None
+        self.ended = False  # upstream finished; the sink waits for the commit of its last part
+        self.started = False
 
+    # ------------------------------------------------------------------ checkpoints
+    def checkpointing_enabled(self, request_checkpoint) -> None:
+        self.checkpointing = True
+        self.request_checkpoint = request_checkpoint
+
+    def pre_start(self):
+        self.started = True
+        if self.checkpointing and self.parts is None:
+            try:
+                parts = PartFiles(self.path)
+                parts.start_fresh()  # rollback_uncommitted(None): nothing restored, nothing of ours is pending
+            except Exception as e:  # noqa: BLE001 - the sink fails with it
+                fail_promise(self.promise, e)
+                self.fail_stage(e)
+                return
+            self.parts = parts
+        super().pre_start()
+
+    def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
+        # the epoch ends here: what was gathered goes into its part, which is closed (an empty epoch has none)
+        self._flush_rows()
+        pending = self.parts.prepare()
+        return pending or None
+
+    def save_to_snapshot(self) -> Any:
+        return {"written": self.written, "count": self.count, "schema": self.schema, "rows": list(self.rows),
+                "rows_base": self.rows_base, "ended": self.ended, "parts": self.parts.state()}
+
+    def restore_from_snapshot(self, state: Any) -> None:
+        self.written, self.count, self.schema = state["written"], state["count"], state["schema"]
+        self.rows, self.rows_base, self.ended = list(state["rows"]), state["rows_base"], state["ended"]
+        self.parts = PartFiles(self.path)
+        self.parts.restore(state["parts"])
+
+    def snapshot_commit_finish(self, checkpoint_id: int, prepared: Any, success: bool) -> None:
+        if not success or prepared is None:
+            return
+        self.parts.commit(prepared, checkpoint_id)
+        self._complete_if_committed()
+
+    def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
+        if self.parts is not None:
+            self.parts.rollback()
+
+    def _complete_if_committed(self) -> bool:
+        """Upstream finished and every part is committed: complete the future, then the stage."""
+        if self.ended and self.started and not self.parts.pending and self.parts.writer is None \
+                and not self._finalized:
+            complete_promise(self.promise, self.written)
+            self.complete_stage()
+            return True
+        return False
+
+    def on_upstream_finish(self):
+        if self.parts is None:
+            super().on_upstream_finish()
+            return
+        try:
+            self._flush_rows()
+            if not self.checkpointing:  # restored into a run without checkpoints: commit the rest now
+                self.parts.commit(self.parts.prepare())
+        except Exception as e:  # noqa: BLE001
+            fail_promise(self.promise, e)
+            self.fail_stage(e)
+            return
+        self.ended = True
+        if not self._complete_if_committed():
+            self.set_keep_going(True)  # alive, its inlet closed, until the last part is committed
+            self.request_checkpoint()
+
+    # ------------------------------------------------------------------ writing
     def _put(self, table: pa.Table) -> None:
+        if self.parts is not None:
+            self.parts.write(table)
+            self.written += table.num_rows
+            return
         import pyarrow.parquet as pq
 
         if self.writer is None:
@@ -130,6 +221,11 @@ class _ParquetLogic(BlockLogic):
         return self.written
 
     def post_stop(self):
+        if self.parts is not None:
+            try:
+                self.parts.discard_open()  # not prepared: a restore writes these rows again
+            except Exception:  # noqa: BLE001 - already stopping
+                pass
         if self.writer is not None:
             try:
                 self.writer.close()

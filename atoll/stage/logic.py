@@ -373,18 +373,29 @@ class GraphStageLogic:
         the cut waits until every logic of the island is ready."""
         return True
 
+    def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
+        """The island runs with checkpoints: called once before ``pre_start`` (after a restore's
+        ``restore_from_snapshot``/``rollback_uncommitted``). A sink with two-phase commits switches to its
+        transactional mode here; ``request_checkpoint()`` (island thread) asks the coordinator for a
+        checkpoint soon, e.g. to commit the last epoch when the stream ended."""
+
     def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
         """Phase 1 of a two-phase commit (sinks with external effects): close what checkpoint
-        ``checkpoint_id`` covers and return a picklable handle to it, stored in the checkpoint."""
+        ``checkpoint_id`` covers and return a picklable handle to everything prepared and not yet
+        committed (None: nothing), stored in the checkpoint. Called before ``save_to_snapshot``."""
         return None
 
     def snapshot_commit_finish(self, checkpoint_id: int, prepared: Any, success: bool) -> None:
-        """Phase 2: checkpoint ``checkpoint_id`` is durable (``success``) or abandoned; commit or roll back
-        ``prepared``. Idempotent: it is called again with the restored ``prepared`` on restore."""
+        """Phase 2: checkpoint ``checkpoint_id`` is durable (``success``): commit ``prepared``. Called on the
+        island thread for every checkpoint ``k <= n`` that prepared something when checkpoint ``n``
+        completes (an aborted checkpoint's ``prepared`` is committed by the next one that completes).
+        Idempotent: it is called again with the restored ``prepared`` on restore. A logic must not complete
+        its stage while something it prepared is not committed (a finished island commits nothing)."""
 
     def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
-        """On restore (after ``restore_from_snapshot``): drop external effects not covered by the restored
-        checkpoint (None: restoring from the start)."""
+        """On restore (after ``restore_from_snapshot`` and the restored ``snapshot_commit_finish``): drop
+        external effects not covered by checkpoint ``restored_checkpoint_id``. A logic starting with
+        checkpoints but without a snapshot (None: from the start) rolls back by itself."""
 
     def pull_chunk(self, in_: Inlet, n: int) -> None:
         """Chunk form: ask upstream for at most ``n`` (>= 1) elements; ``on_push`` brings a non-empty list."""

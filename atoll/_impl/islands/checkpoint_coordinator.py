@@ -7,9 +7,12 @@ happen): islands report through ``report`` and ``island_ended`` from their threa
 
 A checkpoint ``n`` is complete once every island answered it - with its cut, or with its final snapshot if
 it ended normally before cutting ``n`` - and each island's blob was written. Then the manifest is written
-(last: it is the completion marker), old checkpoints beyond ``retained`` are deleted, and waiters are
-released. A checkpoint that is declined by an island, or not complete within ``timeout``, is aborted: the
-islands release their inputs and no manifest is ever written for it. Ids are never reused: they continue
+(last: it is the completion marker), every running island is told (``port.complete(n)``: phase 2 of its
+sinks' two-phase commits), old checkpoints beyond ``retained`` are deleted, and waiters are released. An
+island may ask for a checkpoint (``"request"``: a sink whose stream ended waits for the checkpoint that
+commits its last epoch); one is then taken at once, and again until one issued after the request completes.
+A checkpoint that is declined by an island, or not complete within ``timeout``, is aborted: the islands
+release their inputs and no manifest is ever written for it. Ids are never reused: they continue
 after the highest id found under the graph's directory.
 """
 from __future__ import annotations
@@ -98,6 +101,8 @@ class CheckpointCoordinator:
         self._stopped = False
         self._graph_failed = False
         self._suspended = False  # recovery is replacing the islands
+        #: an island asked for a checkpoint: the lowest id that answers it (None: no request outstanding)
+        self._want_from: Optional[int] = None
         #: called (on the coordinator's thread) with the error when more than ``tolerable_failures``
         #: checkpoints in a row failed: the materializer fails the graph with it
         self.on_give_up = None
@@ -108,7 +113,8 @@ class CheckpointCoordinator:
 
     # ------------------------------------------------------------------ from any thread
     def report(self, kind: str, island: int, checkpoint_id: int, payload: Any) -> None:
-        """An island's answer: ``"ack"`` with its blob bytes, or ``"decline"`` with the reason."""
+        """An island's answer: ``"ack"`` with its blob bytes, ``"decline"`` with the reason, or ``"request"``
+        (checkpoint id 0) when a stage of the island wants a checkpoint soon."""
         self._events.put((kind, island, checkpoint_id, payload))
 
     def island_ended(self, island: int, final: Optional[bytes], failed: bool) -> None:
@@ -205,6 +211,9 @@ class CheckpointCoordinator:
                     if self._pending is None and now - self._last_end >= self.settings.min_pause:
                         self._trigger(None)
                     next_trigger = now + interval
+                if self._want_from is not None and self._pending is None and not self._suspended \
+                        and not self._graph_failed:
+                    self._trigger(None)  # a stage asked for one (the last one did not answer it)
             except Exception as e:  # noqa: BLE001 - the coordinator must survive a storage hiccup
                 log.error("graph %s: checkpoint coordinator error: %r", self.graph, e, exc_info=e)
                 self._abort(e if isinstance(e, CheckpointError) else CheckpointError(repr(e)))
@@ -213,6 +222,7 @@ class CheckpointCoordinator:
         kind = event[0]
         if kind == "suspend":
             self._suspended = True
+            self._want_from = None  # the next attempt's stages ask again
             p, self._pending = self._pending, None
             if p is not None:
                 self._drop(p, CheckpointError(f"graph {self.graph} is recovering: checkpoint {p.id} was abandoned"))
@@ -231,6 +241,11 @@ class CheckpointCoordinator:
             return  # a late answer of the replaced attempt
         if kind == "trigger":
             self._trigger(event[1])
+        elif kind == "request" or (kind == "decline" and event[2] == 0):
+            # (the Ray island actor forwards every report other than an ack as a decline: checkpoint ids start
+            # at 1, so a decline of 0 is its rendering of a request)
+            want = self._next_id if self._pending is None else self._pending.id + 1
+            self._want_from = want if self._want_from is None else min(self._want_from, want)
         elif kind == "ack":
             _, island, n, data = event
             p = self._pending
@@ -309,6 +324,16 @@ class CheckpointCoordinator:
         with self._completed_lock:
             self._completed.append(info)
             del self._completed[: -self.settings.retained]
+        # phase 2: the islands commit what their cuts of p and of earlier checkpoints prepared (an island that
+        # ended has nothing left to commit: a sink completes only once its last epoch is committed)
+        for isl in self.islands.values():
+            if isl.final is None and not isl.failed:
+                try:
+                    isl.port.complete(p.id)
+                except Exception as e:  # noqa: BLE001 - an island gone meanwhile commits on restore
+                    log.warning("graph %s: phase 2 of checkpoint %d at %s: %r", self.graph, p.id, isl.name, e)
+        if self._want_from is not None and p.id >= self._want_from:
+            self._want_from = None
         self._pending = None
         self._failures = 0
         self._last_end = time.monotonic()

@@ -146,7 +146,13 @@ def _pending_emits(handler) -> Optional[tuple]:
 class IslandCheckpointer:
     """The checkpoint side of one island (runs on the island's thread). ``keys`` maps ``id(logic)`` to the
     stage key of every logic of the plan and of the channel boundaries; ``report(kind, island, n, payload)``
-    tells the coordinator: ``("ack", i, n, bytes)``, ``("decline", i, n, reason)``."""
+    tells the coordinator: ``("ack", i, n, bytes)``, ``("decline", i, n, reason)``, ``("request", i, 0,
+    None)`` (a stage asks for a checkpoint soon).
+
+    Two-phase commits: the cut calls each logic's ``snapshot_commit_prepare(n)`` (before its
+    ``save_to_snapshot``) and keeps what it returned; ``complete(n)`` (the coordinator wrote checkpoint
+    ``n``'s manifest) calls ``snapshot_commit_finish(k, prepared, True)`` for every ``k <= n`` still kept,
+    oldest first - Flink's subsumed notifications: a lost or aborted notification is made up by the next."""
 
     def __init__(self, host, interpreter, index: int, name: str, keys: Dict[int, Any], fingerprint: list,
                  report: Callable[..., None], attempt: int = 0):
@@ -171,6 +177,15 @@ class IslandCheckpointer:
         self.injected = False
         self.paused: List[_PausedOut] = []
         self.waiting_since = None
+        #: checkpoint id -> [(logic, prepared)] of the cuts whose commits are not finished yet
+        self.prepared: Dict[int, List[tuple]] = {}
+        for logic in logics:
+            logic.checkpointing_enabled(self.request_checkpoint)
+
+    def request_checkpoint(self) -> None:
+        """A stage of the island wants a checkpoint soon (island thread): e.g. a sink whose stream ended and
+        whose last epoch commits only with a checkpoint."""
+        self.report("request", self.index, 0, None)
 
     # ------------------------------------------------------------------ from the coordinator and the inputs
     def inject(self, checkpoint_id: int) -> None:
@@ -181,8 +196,31 @@ class IslandCheckpointer:
             self._begin(checkpoint_id)
         self.injected = True
 
+    def complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is durable (its manifest is written): phase 2 of the two-phase commits
+        prepared by it and by every earlier cut not committed yet (island thread). A commit that fails fails
+        its stage: a restore commits it again (commits are idempotent)."""
+        due = sorted(k for k in self.prepared if k <= checkpoint_id)
+        for k in due:
+            for logic, prepared in self.prepared.pop(k):
+                # as an async input of the stage: skipped once it stopped (a restore commits what it prepared),
+                # a failure fails it, and a stage that completes in the commit is finalized
+                logic._interpreter.run_async_input(logic, self._commit_of(logic, k), prepared, None)
+
+    def _commit_of(self, logic, checkpoint_id: int) -> Callable[[Any], None]:
+        def commit(prepared: Any) -> None:
+            try:
+                logic.snapshot_commit_finish(checkpoint_id, prepared, True)
+            except Exception as e:
+                log.error("island %s: %s could not commit checkpoint %d: %r", self.name, logic.stage_name,
+                          checkpoint_id, e)
+                raise
+
+        return commit
+
     def abort(self, checkpoint_id: int) -> None:
-        """The coordinator gave ``checkpoint_id`` up: release what waits for it."""
+        """The coordinator gave ``checkpoint_id`` up: release what waits for it (what its cut prepared stays,
+        for the next checkpoint that completes)."""
         if checkpoint_id > self.done_upto:
             self.done_upto = checkpoint_id
         if self.pending is not None and self.pending <= checkpoint_id:
@@ -334,13 +372,17 @@ class IslandCheckpointer:
     def _cut(self) -> None:
         n = self.pending
         try:
-            snap = self.snapshot(n)
+            # phase 1 first: a sink closes its epoch (flushing what it gathered) before it saves its state
+            prepared = []
             for logic in self.interpreter.logics:
                 key = self.keys.get(id(logic))
                 if key is not None:
-                    prepared = logic.snapshot_commit_prepare(n)
-                    if prepared is not None:
-                        snap.stages.setdefault(("prepared", key), prepared)
+                    value = logic.snapshot_commit_prepare(n)
+                    if value is not None:
+                        prepared.append((key, logic, value))
+            snap = self.snapshot(n)
+            for key, _logic, value in prepared:
+                snap.stages[("prepared", key)] = value
             data = dumps(snap, self._describe)
         except Exception as e:  # noqa: BLE001 - the checkpoint fails, the stream goes on
             log.warning("island %s: checkpoint %d declined: %r", self.name, n, e)
@@ -348,6 +390,8 @@ class IslandCheckpointer:
             self._release()
             self.report("decline", self.index, n, e)
             return
+        if prepared:
+            self.prepared[n] = [(logic, value) for _key, logic, value in prepared]
         for b in self.outputs:
             b.emit_barrier(n)
         self.done_upto = n
