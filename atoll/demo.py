@@ -3,14 +3,17 @@ Spark, then an infinite graph stopped from the driver with a kill switch.
 
 1. Spark generates a DataFrame of synthetic click events (user, page, dwell time, timestamp).
 2. ``Source.from_spark`` streams it partition by partition into the graph; the *enrich* island parses each
-   event (event time in ms, seconds, purchase flag); the *aggregate* island stamps the events with their
-   click time and counts them per user in 1-minute tumbling event-time windows; ``Sink.to_spark`` hands the
-   windows back to Spark as a DataFrame, whose top rows are printed with the throughput and the window
-   counters (late events, open windows).
+   event (event time in ms, seconds, purchase flag) and scores it with a small purchase-propensity model
+   (``PropensityModel``, a logistic regression in numpy) on a ``map_pool`` of 2 Ray actors, each loading the
+   model once; the *aggregate* island stamps the events with their click time and counts them per user in
+   1-minute tumbling event-time windows (with the mean propensity); ``Sink.to_spark`` hands the windows back
+   to Spark as a DataFrame, whose top rows are printed with the throughput, the window counters (late events,
+   open windows) and the model pool's figures (actors, in-flight bound, restarts).
 3. ``Source.repeat`` feeds an infinite graph across two islands; the driver stops it with a kill switch and
    prints how long the stop took and how many island actors are left (none).
 4. The Spark job once more with checkpoints every 0.5 s; its aggregate island's actor is killed mid-run, the graph
-   restarts from its last checkpoint on new actors, and the per-user counts are checked against step 2's.
+   restarts from its last checkpoint on new actors (the model pool too: ``map_pool`` saves the events it holds
+   and starts new pool actors), and the per-user counts are checked against step 2's.
 
 Runs on an embedded local Ray and local Spark (via RayDP) by default; ``--address auto`` joins a running Ray
 cluster instead. ``--console`` serves the live console (``atoll.console``) on port 8266 while the demo runs;
@@ -22,14 +25,19 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Dict
+from concurrent import futures
+from typing import Any, Dict, List
 
-from . import (Aggregate, CheckpointSettings, Keep, KillSwitches, Materializer, RestartPolicy, Sink, Source, console,
-               metrics, progress)
+from . import (Aggregate, CheckpointSettings, Flow, Keep, KillSwitches, Materializer, RestartPolicy, Sink, Source,
+               console, metrics, progress)
 
 PAGES = ("home", "search", "product", "cart", "checkout")
 USERS = 200
-WINDOWS_SCHEMA = "user_id int, window_start timestamp, events long, purchases long, dwell_s double"
+WINDOWS_SCHEMA = ("user_id int, window_start timestamp, events long, purchases long, dwell_s double, "
+                  "propensity double")
+#: the model pool: actors, events per model call
+MODEL_ACTORS = 2
+MODEL_BATCH = 1024
 
 
 def click_events(spark, n: int):
@@ -45,20 +53,44 @@ def click_events(spark, n: int):
 
 
 def enrich(event: Dict[str, Any]) -> Dict[str, Any]:
-    """Parse one click event into what the aggregation needs (its event time in epoch milliseconds)."""
+    """Parse one click event into what the aggregation and the model need (its event time in epoch ms)."""
     return {
         "user_id": event["user_id"],
         "ts_ms": int(event["ts"].timestamp() * 1000),
+        "page": event["page"],
         "dwell_s": event["dwell_ms"] / 1000.0,
         "purchase": event["page"] == "checkout",
     }
 
 
-#: per user and minute: (events, purchases, dwell seconds)
+class PropensityModel:
+    """The demo's "model": a logistic regression scoring how likely a click leads to a purchase, from its page
+    and dwell time. Its weights are loaded once per pool actor (here: made up, as if read from a file); a call
+    scores a batch of events with one numpy matrix product and returns them with their ``score``."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.np = np
+        self.page_index = {p: i for i, p in enumerate(PAGES)}
+        #: one weight per page (one-hot), then log(1 + dwell seconds); and the bias
+        self.weights = np.array([-1.2, -0.4, 0.6, 1.4, 2.2, 0.35])
+        self.bias = -2.5
+
+    def __call__(self, events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        np = self.np
+        x = np.zeros((len(events), len(PAGES) + 1))
+        x[np.arange(len(events)), [self.page_index[e["page"]] for e in events]] = 1.0
+        x[:, -1] = np.log1p([e["dwell_s"] for e in events])
+        scores = 1.0 / (1.0 + np.exp(-(x @ self.weights + self.bias)))
+        return [dict(e, score=float(s)) for e, s in zip(events, scores)]
+
+
+#: per user and minute: (events, purchases, dwell seconds, summed propensity)
 CLICKS = Aggregate(
-    create=lambda: (0, 0, 0.0),
-    add=lambda acc, e: (acc[0] + 1, acc[1] + e["purchase"], acc[2] + e["dwell_s"]),
-    merge=lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2]),
+    create=lambda: (0, 0, 0.0, 0.0),
+    add=lambda acc, e: (acc[0] + 1, acc[1] + e["purchase"], acc[2] + e["dwell_s"], acc[3] + e["score"]),
+    merge=lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]),
 )
 
 
@@ -66,9 +98,10 @@ def window_row(w) -> Dict[str, Any]:
     """One fired window as a row for Spark."""
     import datetime
 
-    events, purchases, dwell = w.value
+    events, purchases, dwell, score = w.value
     return {"user_id": w.key, "window_start": datetime.datetime.fromtimestamp(w.start / 1000),
-            "events": events, "purchases": purchases, "dwell_s": round(dwell, 3)}
+            "events": events, "purchases": purchases, "dwell_s": round(dwell, 3),
+            "propensity": round(score / events, 3)}
 
 
 def _alive_islands(graph) -> int:
@@ -97,13 +130,18 @@ def _wait_islands_gone(graph, timeout: float = 10.0) -> int:
 
 
 def user_windows(events):
-    """The demo's pipeline up to its sink: Spark rows -> enrich island -> per-user 1-minute windows island."""
+    """The demo's pipeline up to its sink: Spark rows -> enrich island (parse, then the model on a pool of Ray
+    actors) -> per-user 1-minute windows island. Materializes ``(PoolControl, WindowStats)``.
+
+    The pool actors ask for half a CPU each: Spark's executor holds one of a laptop's CPUs, the islands none."""
     return (
         Source.from_spark(events)
         .map(enrich)
+        .via_mat(Flow().map_pool(PropensityModel, size=MODEL_ACTORS, batch_size=MODEL_BATCH, num_cpus=0.5),
+                 Keep.right)
         .island(name="atoll-demo-enrich")
         .with_timestamps(lambda e: e["ts_ms"], max_out_of_orderness=5_000)
-        .tumbling_window(60_000, key=lambda e: e["user_id"], aggregate=CLICKS)
+        .via_mat(Flow().tumbling_window(60_000, key=lambda e: e["user_id"], aggregate=CLICKS), Keep.both)
         .map(window_row)
         .island(name="atoll-demo-aggregate")
     )
@@ -113,16 +151,22 @@ def spark_job(mat, spark, n: int) -> Dict[int, int]:
     events = click_events(spark, n)
     print(f"Spark: {n:,} click events in {events.rdd.getNumPartitions()} partitions", flush=True)
     t0 = time.perf_counter()
-    stats, windows_df = (
+    (pool, stats), windows_df = (
         user_windows(events)
         .to_mat(Sink.to_spark(WINDOWS_SCHEMA), Keep.both)
         .run(mat)
     )
     graph = mat.running_graphs()[-1]
+    actors = 0
     with progress(graph, interval=1.0, out=sys.stdout, label="spark job", total=n):  # Spark knows n rows
+        while not futures.wait([windows_df], timeout=0.25).done:
+            actors = max(actors, pool.size())  # the pool's live size (0 once the stage stopped)
         df = windows_df.result()
     dt = time.perf_counter() - t0
     print(f"Spark -> Atoll -> Spark: {n:,} events in {dt:.1f}s ({n / dt:,.0f} events/s)")
+    print(f"model: map_pool(PropensityModel, size={MODEL_ACTORS}, batch_size={MODEL_BATCH}) scored every event "
+          f"on {actors} Ray actors (at most {MODEL_ACTORS * 2 * MODEL_BATCH:,} events held by the stage; "
+          f"actors restarted: {pool.restarts()})")
     counters = stats.snapshot()
     print(f"per-user 1-minute event-time windows: a Spark DataFrame of {df.count():,} rows "
           f"(late events dropped: {counters['late_dropped']}, windows left open: {counters['open_windows']}); "

@@ -184,9 +184,11 @@ def test_an_element_that_always_kills_its_actor(rmat, counter):
 def test_scale_to_zero_and_back_and_resize(rmat, counter):
     import functools
 
+    # an element waits for a cold actor start (a new worker process): longer than the probe's 3 s default
+    # on a loaded machine
     (src, control), sink = TestSource.probe().via_mat(
         Flow().map_pool(functools.partial(Model, counter), size=(0, 1), idle_timeout=0.3, num_cpus=CPU),
-        Keep.both).to_mat(TestSink.probe(), Keep.both).run(rmat)
+        Keep.both).to_mat(TestSink.probe(timeout=60.0), Keep.both).run(rmat)
     sink.request(10)
     assert control.size() == 0
     src.send_next(1)
@@ -206,6 +208,27 @@ def test_scale_to_zero_and_back_and_resize(rmat, counter):
 
 
 # =========================================================================== no actor left
+def test_actors_started_by_the_driver_are_gone_after_the_island_died(rmat, counter):
+    """On Ray islands the driver starts the first ``min`` actors (``prepare_on_driver``), so the island's death
+    does not take them with it: the driver kills them once the graph has ended."""
+    import functools
+
+    from atoll.errors import IslandDiedError
+    from atoll.testkit.chaos import kill_island
+
+    (src, control), fut = TestSource.probe().via_mat(
+        Flow().map_pool(functools.partial(Model, counter), size=2, num_cpus=CPU), Keep.both) \
+        .to_mat(Sink.seq(), Keep.both).run(rmat)
+    graph = rmat.running_graphs()[-1]
+    src.send_next(1)
+    wait_until(lambda: ray.get(ray.get_actor(counter).get.remote())["instances"] == 2, what="both actors built")
+    assert pool_actors_alive() == 2
+    kill_island(graph, 0)
+    with pytest.raises(IslandDiedError):
+        fut.result(60)
+    assert_no_pool_actor()
+
+
 def test_no_pool_actor_left_after_cancel_and_kill_switch(rmat, counter):
     import functools
 

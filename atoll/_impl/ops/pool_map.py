@@ -46,9 +46,18 @@ thread - and handled on the island thread. Timers (``batch_timeout``, ``idle_tim
   arrived after it goes out before it (unordered: such results wait). Results keep their element's
   event timestamp.
 * ``PoolStartTimeoutError`` is defined here (``atoll.errors`` is not this work's file).
+
+**Start on Ray islands.** Creating a Ray actor costs a worker process and the imports of ``factory``'s
+module (about half a second on a small machine), and so does the island actor that runs the stage. When
+a graph is materialized from the driver onto Ray islands, ``prepare_on_driver`` creates the first ``min``
+pool actors right there, so that they start while the island actor starts instead of after it; the
+island's stage adopts them (a dead one is replaced, not counted as a failed start: a restarted attempt
+gets the handles an earlier attempt may have killed). The driver kills them once the graph has ended,
+whatever happened to the island. Later and replacement actors are created by the island, as before.
 """
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from collections import deque
@@ -58,7 +67,7 @@ from ...errors import PoolStartTimeoutError, PoolWorkerDiedError  # noqa: F401 -
 from ...stage.handlers import InHandler, OutHandler
 from ...stage.supervision import Supervision, decide
 from ...stage.timers import TimerGraphStageLogic
-from .actor_pool import factory_name, is_actor_death, new_worker, original_error, ray_active
+from .actor_pool import RayWorker, factory_name, is_actor_death, new_worker, original_error, ray_active
 from .async_loop import Resolver, outcome
 from .async_map import _Epochs, log_resumed
 from .base import FlowStage, decider_of, require_bool, require_callable, require_int
@@ -181,6 +190,24 @@ class MapPool(FlowStage):
         if scheduling_strategy is not None:
             options["scheduling_strategy"] = scheduling_strategy
         self.options = options
+        #: pool actors the driver started for this materialization (``prepare_on_driver``); adopted by the logic
+        self.prestarted: tuple = ()
+
+    def prepare_on_driver(self, ctx):
+        """On Ray islands: start the first ``min`` pool actors now, from the driver, so that they start while
+        the island actor does (see the module docstring); the driver kills them when the graph has ended."""
+        if not ctx.remote or self.min_size == 0 or not ray_active():
+            return self, None
+        workers = tuple(RayWorker(self.factory, self.method, self.options) for _ in range(self.min_size))
+
+        def kill() -> None:
+            for w in workers:
+                w.kill()
+
+        ctx.on_end(kill)
+        stage = copy.copy(self)  # same shape and ports; this copy carries the handles
+        stage.prestarted = workers
+        return stage, None
 
     @property
     def parallelism(self) -> int:
@@ -209,13 +236,14 @@ class _Item:
 
 
 class _Worker:
-    __slots__ = ("wid", "handle", "state", "calls")
+    __slots__ = ("wid", "handle", "state", "calls", "prestarted")
 
-    def __init__(self, wid: int, handle):
+    def __init__(self, wid: int, handle, prestarted: bool = False):
         self.wid = wid
         self.handle = handle
         self.state = _STARTING
         self.calls: list = []  # in dispatch order
+        self.prestarted = prestarted  # started by the driver (``MapPool.prepare_on_driver``)
 
 
 class _Call:
@@ -259,6 +287,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.stopped = False
         self.use_ray = False
         self.fetch = stage.fetch
+        self.prestarted = list(stage.prestarted)  # the driver's actors, adopted by the first starts
         self.batch_timer_for: Optional[_Item] = None
         self._progressing = False
         self._again = False
@@ -313,6 +342,9 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
     def post_stop(self) -> None:
         self.stopped = True
         self.resolver.stop()
+        for h in self.prestarted:  # never adopted (a resize to fewer before they were needed)
+            h.kill()
+        self.prestarted = []
         workers, self.workers = list(self.workers.values()), {}
         for w in workers:
             w.state = _DEAD
@@ -402,7 +434,10 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         st = self.stage
         wid = self.next_wid
         self.next_wid += 1
-        w = _Worker(wid, new_worker(st.factory, st.method, st.options, self.use_ray))
+        if self.prestarted and self.use_ray:
+            w = _Worker(wid, self.prestarted.pop(0), prestarted=True)
+        else:
+            w = _Worker(wid, new_worker(st.factory, st.method, st.options, self.use_ray))
         self.workers[wid] = w
         self.schedule_once(("ready", wid), st.ready_timeout)
         fut = self.resolver.resolve(w.handle.start(), (w, None))
@@ -466,6 +501,8 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.workers.pop(w.wid, None)
         w.state = _DEAD
         w.handle.kill()
+        if w.prestarted and is_actor_death(exc):
+            return  # the driver's actor is gone (e.g. killed by an earlier attempt): replaced, not a failed start
         self.init_failures += 1
         if self.init_failures >= MAX_INIT_FAILURES:
             self._fail(original_error(exc))
