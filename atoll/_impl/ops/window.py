@@ -74,10 +74,13 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
         self.engine = engine
         self.decider = decider
         self.early_every = stage.options["early_every"]
-        self.queue = deque()  # (record, ts) results and signals for ``out``, in order
-        self.late_queue = deque()  # (Late, ts) for ``late``
+        # what goes out on ``out``, in order: signals, and batches of results ``[records, stamps, pos]`` (one
+        # per engine step: the engine's two parallel lists, taken as they are; ``pos``: the first not yet out)
+        self.queue = deque()
+        self.late_queue = deque()  # batches of Late records for ``late``
         self.queued_signals = 0  # how many signals ``queue`` holds
-        self.buf = []  # what the engine produced in the current call
+        self.recs = []  # what the engine produced in the current step, and the timestamps
+        self.stamps = []
         self.index = 0
         self.forwarded = None  # the last watermark sent on
         self.upstream_done = False
@@ -102,19 +105,19 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
                 f"{self.name}: element #{index} ({elem!r}) has no timestamp: put with_timestamps(...) or "
                 "with_watermarks(...) upstream"))
             return
-        buf = self.buf
+        recs = self.recs
         try:
-            self.engine.on_element(elem, ts, buf)
+            self.engine.element(elem, ts, recs, self.stamps)
         except StreamError as e:  # too many windows, a late element under on_late="fail": not user code
-            buf.clear()
+            self._discard()
             self.fail_stage(e)
             return
         except Exception as e:  # noqa: BLE001 - the key or aggregate function
-            buf.clear()
+            self._discard()
             if not supervise(self, self.decider, e):
                 return
-        if buf:
-            self._take(buf)
+        if recs:
+            self._take()
         self._drain()
 
     # ------------------------------------------------------------------ the chunk form (ChunkFlow's plumbing)
@@ -130,66 +133,94 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
         stamps = self._ts
         index = self.index
         self.index = index + len(chunk)
-        buf = self.buf
-        on_element = self.engine.on_element
+        recs, out_stamps = self.recs, self.stamps
+        element = self.engine.element
         for i, x in enumerate(chunk):
             t = stamps[i] if stamps is not None else None
             if t is None:
-                self._take(buf)
+                self._take()
                 self.fail_stage(MissingTimestampError(
                     f"{self.name}: element #{index + i} ({x!r}) has no timestamp: put with_timestamps(...) or "
                     "with_watermarks(...) upstream"))
                 return
             try:
-                on_element(x, t, buf)
+                element(x, t, recs, out_stamps)
             except StreamError as e:
-                buf.clear()
+                self._discard()
                 self.fail_stage(e)
                 return
             except Exception as e:  # noqa: BLE001 - the key or aggregate function
                 if not supervise(self, self.decider, e):
-                    buf.clear()
+                    self._discard()
                     return
-        if buf:
-            self._take(buf)
+                del out_stamps[len(recs):]  # a step that raised may have left a record without its timestamp
+                del recs[len(out_stamps):]
+        if recs:
+            self._take()
         self._drain()
 
-    def _push_results(self, q: deque, out, conn, signals: int = 0) -> None:
-        """Chunk form: push the results at the head of ``q`` (holding ``signals`` signals) as one chunk of what
-        ``out`` accepts."""
+    def _push_results(self, q: deque, out, conn) -> None:
+        """Chunk form: push the results of the batches at the head of ``q`` (up to the first signal) as one chunk of
+        what ``out`` accepts; a whole batch that fits goes as it is (its lists are not copied)."""
         n = conn.demand
-        if signals == 0 and len(q) <= n:            # only results, all accepted: the whole queue at once
-            recs = [rec for rec, _ in q]
-            stamps = [ts for _, ts in q]
-            q.clear()
-        elif signals == 1 and type(q[-1]) is not tuple and len(q) <= n + 1:   # the results a watermark fired
-            signal = q.pop()
-            recs = [rec for rec, _ in q]
-            stamps = [ts for _, ts in q]
-            q.clear()
-            q.append(signal)
-        else:
-            recs, stamps = [], []
-            popleft = q.popleft
-            while q and len(recs) < n and type(q[0]) is tuple:
-                rec, ts = popleft()
-                recs.append(rec)
-                stamps.append(ts)
-        self.push(out, recs, stamps)
-
-    def _take(self, buf: list) -> None:
-        """Queue what the engine produced: results for ``out``, late records for ``late``."""
-        q, lq = self.queue, self.late_queue
-        if self.late is None:   # no late outlet: no Late records (they are dropped or fail)
-            q.extend(buf)
-            buf.clear()
-            return
-        for item in buf:
-            if type(item[0]) is Late:
-                lq.append(item)
+        head = q[0]
+        recs, stamps, pos = head
+        size = len(recs) - pos
+        if size >= n or len(q) == 1 or type(q[1]) is not list:
+            if pos == 0 and size <= n:                 # the common case: one batch, all accepted
+                q.popleft()
+                self.push(out, recs, stamps)
+                return
+            take = min(size, n)
+            if take == size:
+                q.popleft()
             else:
-                q.append(item)
-        buf.clear()
+                head[2] = pos + take
+            self.push(out, recs[pos:pos + take], stamps[pos:pos + take])
+            return
+        out_recs, out_stamps = [], []            # several batches before the next signal
+        while q and type(q[0]) is list and len(out_recs) < n:
+            head = q[0]
+            recs, stamps, pos = head
+            take = min(len(recs) - pos, n - len(out_recs))
+            out_recs.extend(recs[pos:pos + take])
+            out_stamps.extend(stamps[pos:pos + take])
+            if pos + take == len(recs):
+                q.popleft()
+            else:
+                head[2] = pos + take
+        self.push(out, out_recs, out_stamps)
+
+    def _push_one(self, q: deque, out) -> None:
+        """Element form: push the next result of the batch at the head of ``q``."""
+        head = q[0]
+        recs, stamps, pos = head
+        if pos + 1 == len(recs):
+            q.popleft()
+        else:
+            head[2] = pos + 1
+        self.push(out, recs[pos], stamps[pos])
+
+    def _take(self) -> None:
+        """Queue what the engine produced (a batch for ``out``; Late records as a batch for ``late``) and give the
+        engine fresh lists."""
+        recs, stamps = self.recs, self.stamps
+        self.recs, self.stamps = [], []
+        if self.late is not None:   # with no late outlet there are no Late records (they are dropped or fail)
+            lates = [i for i, r in enumerate(recs) if type(r) is Late]
+            if lates:
+                self.late_queue.append([[recs[i] for i in lates], [stamps[i] for i in lates], 0])
+                if len(lates) == len(recs):
+                    return
+                keep = [type(r) is not Late for r in recs]
+                recs = [r for r, k in zip(recs, keep) if k]
+                stamps = [t for t, k in zip(stamps, keep) if k]
+        self.queue.append([recs, stamps, 0])
+
+    def _discard(self) -> None:
+        """Drop what a failed engine step produced."""
+        self.recs.clear()
+        self.stamps.clear()
 
     def on_pull(self) -> None:
         self._drain()
@@ -201,14 +232,13 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
         out_conn = self._out_conns[0]
         while q:
             head = q[0]
-            if type(head) is tuple:
+            if type(head) is list:
                 if not self.is_available(out):
                     break
                 if out_conn.chunked:
-                    self._push_results(q, out, out_conn, self.queued_signals)
+                    self._push_results(q, out, out_conn)
                 else:
-                    q.popleft()
-                    self.push(out, head[0], head[1])
+                    self._push_one(q, out)
             else:
                 q.popleft()
                 self.queued_signals -= 1
@@ -224,8 +254,7 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
                     if late_conn.chunked:
                         self._push_results(lq, late, late_conn)
                     else:
-                        rec, ts = lq.popleft()
-                        self.push(late, rec, ts)
+                        self._push_one(lq, late)
         if not q and not lq:
             if self.upstream_done:
                 if not self.is_closed(out):
@@ -240,7 +269,7 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
     def on_signal(self, signal) -> None:
         if type(signal) is Watermark:
             w = signal.timestamp
-            if not self._run_engine(self.engine.on_watermark, w):
+            if not self._run_engine(self.engine.advance, w):
                 return
             if self.forwarded is not None and w <= self.forwarded:
                 self._drain()
@@ -253,22 +282,22 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
     def _run_engine(self, step, *args) -> bool:
         """Run an engine step that fires windows (its results go to the queue); a raising aggregate
         function (result/merge at firing time) fails the stage: False."""
-        buf = self.buf
         try:
-            step(*args, buf)
+            step(*args, self.recs, self.stamps)
         except Exception as e:  # noqa: BLE001
-            buf.clear()
+            self._discard()
             self.fail_stage(e)
             return False
-        self._take(buf)
+        if self.recs:
+            self._take()
         return True
 
     def on_timer(self, key) -> None:
-        if self._run_engine(self.engine.fire_early):
+        if self._run_engine(self.engine.early):
             self._drain()
 
     def on_upstream_finish(self) -> None:
-        if not self._run_engine(self.engine.on_end):
+        if not self._run_engine(self.engine.end):
             return
         self.upstream_done = True
         if self.early_every is not None:
@@ -290,16 +319,44 @@ class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
 
     def save_to_snapshot(self):
         stats = self.engine.stats
-        return {"engine": self.engine.snapshot_state(), "forwarded": self.forwarded, "queue": list(self.queue),
-                "late_queue": list(self.late_queue), "index": self.index,
+        return {"engine": self.engine.snapshot_state(), "forwarded": self.forwarded, "queue": _pairs(self.queue),
+                "late_queue": _pairs(self.late_queue), "index": self.index,
                 "stats": {k: getattr(stats, k) for k in self._COUNTERS}}
 
     def restore_from_snapshot(self, state) -> None:
         self.engine.restore_state(state["engine"])
         self.forwarded = state["forwarded"]
-        self.queue = deque(state["queue"])
-        self.queued_signals = sum(1 for item in self.queue if type(item) is not tuple)
-        self.late_queue = deque(state["late_queue"])
+        self.queue = _batches(state["queue"])
+        self.queued_signals = sum(1 for item in self.queue if type(item) is not list)
+        self.late_queue = _batches(state["late_queue"])
         self.index = state["index"]
         for k, v in state["stats"].items():
             setattr(self.engine.stats, k, v)
+
+
+def _pairs(q: deque) -> list:
+    """A queue as checkpoint data: ``(record, ts)`` pairs and signals, in order (the batches are an in-memory
+    form only)."""
+    items: list = []
+    for item in q:
+        if type(item) is list:
+            recs, stamps, pos = item
+            items.extend(zip(recs[pos:], stamps[pos:]))
+        else:
+            items.append(item)
+    return items
+
+
+def _batches(items: list) -> deque:
+    """The queue from ``_pairs`` data: consecutive pairs become one batch."""
+    q: deque = deque()
+    for item in items:
+        if type(item) is tuple:
+            if q and type(q[-1]) is list:
+                q[-1][0].append(item[0])
+                q[-1][1].append(item[1])
+            else:
+                q.append([[item[0]], [item[1]], 0])
+        else:
+            q.append(item)
+    return q

@@ -1,8 +1,12 @@
 """The event-time window engine: assignment, lateness, firing and expiry of windows, free of any interpreter.
 
 The window GraphStage feeds it elements with their timestamps, watermarks, the end of the stream and
-processing-time ticks, and pushes what it appends to ``out``: ``(Window, window.max_timestamp)`` results and, when
-late elements are diverted, ``(Late, element timestamp)`` records, in emission order. Semantics: section 1.5 of the
+processing-time ticks (``element``, ``advance``, ``early``, ``end``), and pushes what they append to two parallel
+lists: ``recs`` gets ``Window`` results and, when late elements are diverted, ``Late`` records, in emission order;
+``stamps`` gets each one's timestamp (the window's ``max_timestamp``, the late element's timestamp). Two lists and
+no pair per result: the stage pushes them on as a chunk and its timestamps as they are. ``on_element``,
+``on_watermark``, ``fire_early`` and ``on_end`` are the same steps appending ``(record, timestamp)`` pairs to one
+``out`` list (for tests and tools driving an engine by hand). Semantics: section 1.5 of the
 event-time spec (watermark ``W``: no element with a timestamp ``< W`` follows). ``WindowEngine(...)`` builds the
 engine specialised for the window shape: tumbling and per-window sliding (``window_engine_fixed``), pane-based
 sliding (same module), sessions (``window_engine_session``).
@@ -20,8 +24,11 @@ from ...windowing.records import make_window
 
 INF = math.inf
 
-#: What ``out`` receives: ``(record, timestamp)`` pairs.
+#: What ``out`` receives in the paired form: ``(record, timestamp)`` pairs.
 Out = List[Tuple[Any, Any]]
+#: The split form: records, and their timestamps in a parallel list.
+Recs = List[Any]
+Stamps = List[Any]
 
 
 def max_timestamp(end: Any) -> Any:
@@ -87,17 +94,17 @@ class WindowEngine(ABC):
         """Start with no windows."""
 
     @abstractmethod
-    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+    def element(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         """Put ``elem`` (event time ``ts``) into its windows; late firings, early firings and late records go to
-        ``out``."""
+        ``recs``/``stamps``."""
 
     @abstractmethod
-    def on_watermark(self, w: Any, out: Out) -> None:
+    def advance(self, w: Any, recs: Recs, stamps: Stamps) -> None:
         """Advance to watermark ``w`` (a value not above the current one is ignored): fire the windows ending at or
         before ``w`` in ``(end, start, creation)`` order, then drop the expired ones."""
 
     @abstractmethod
-    def fire_early(self, out: Out) -> None:
+    def early(self, recs: Recs, stamps: Stamps) -> None:
         """Processing-time early firing: every unfired window with elements since its last firing fires ``early``."""
 
     @abstractmethod
@@ -109,9 +116,42 @@ class WindowEngine(ABC):
         """Rebuild the windows from ``_state()`` data, into a reset engine."""
 
     # ------------------------------------------------------------------------------------------ shared
-    def on_end(self, out: Out) -> None:
+    def end(self, recs: Recs, stamps: Stamps) -> None:
         """End of stream (``W = +inf``): every unfired window fires, then no state is left."""
-        self.on_watermark(INF, out)
+        self.advance(INF, recs, stamps)
+
+    # the paired form: the same steps, ``(record, timestamp)`` pairs appended to ``out``
+    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+        recs: Recs = []
+        stamps: Stamps = []
+        try:
+            self.element(elem, ts, recs, stamps)
+        finally:
+            out.extend(zip(recs, stamps))
+
+    def on_watermark(self, w: Any, out: Out) -> None:
+        recs: Recs = []
+        stamps: Stamps = []
+        try:
+            self.advance(w, recs, stamps)
+        finally:
+            out.extend(zip(recs, stamps))
+
+    def fire_early(self, out: Out) -> None:
+        recs: Recs = []
+        stamps: Stamps = []
+        try:
+            self.early(recs, stamps)
+        finally:
+            out.extend(zip(recs, stamps))
+
+    def on_end(self, out: Out) -> None:
+        recs: Recs = []
+        stamps: Stamps = []
+        try:
+            self.end(recs, stamps)
+        finally:
+            out.extend(zip(recs, stamps))
 
     def open_windows(self) -> int:
         """How many window states are held now (windows, or sessions)."""
@@ -138,19 +178,20 @@ class WindowEngine(ABC):
         self.stats.open_windows = 0
         self._init_state()
 
-    def _emit(self, key: Any, start: Any, end: Any, acc: Any, timing: str, out: Out,
+    def _emit(self, key: Any, start: Any, end: Any, acc: Any, timing: str, recs: Recs, stamps: Stamps,
               superseded: Tuple = ()) -> None:
         result = self._result
-        out.append((make_window(key, start, end, acc if result is None else result(acc), timing, superseded),
-                    max_timestamp(end)))
+        recs.append(make_window(key, start, end, acc if result is None else result(acc), timing, superseded))
+        stamps.append(max_timestamp(end))
 
-    def _late(self, elem: Any, ts: Any, out: Out) -> None:
+    def _late(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         if self._fail:
             raise StreamError(f"{self.name}: late element with timestamp {ts!r}: all its windows expired at "
                               f"watermark {self.watermark!r} (allowed_lateness={self._lateness!r})")
         if self._divert:
             self.stats.late_diverted += 1
-            out.append((Late(elem, ts, self.watermark), ts))
+            recs.append(Late(elem, ts, self.watermark))
+            stamps.append(ts)
         else:
             self.stats.late_dropped += 1
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import Any, Dict, List
 
-from .window_engine import Out, WindowEngine
+from .window_engine import Recs, Stamps, WindowEngine
 
 ACC, NEW, FIRED, SEQ, KEY, START, END = range(7)
 
@@ -61,19 +61,19 @@ class FixedWindowEngine(WindowEngine):
         else:
             bucket.append(s)
 
-    def _fire(self, s: list, timing: str, out: Out) -> None:
-        self._emit(s[KEY], s[START], s[END], s[ACC], timing, out)
+    def _fire(self, s: list, timing: str, recs: Recs, stamps: Stamps) -> None:
+        self._emit(s[KEY], s[START], s[END], s[ACC], timing, recs, stamps)
         s[NEW] = 0
         if not self._accumulate:
             s[ACC] = self._create()
 
     # -------------------------------------------------------------------------------------------- events
-    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+    def element(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         key = None if self._key is None else self._key(elem)
         size, slide, off, lateness, w = self._size, self._slide, self._offset, self._lateness, self.watermark
         last = (ts - off) // slide * slide + off
         if last + size + lateness <= w:
-            self._late(elem, ts, out)
+            self._late(elem, ts, recs, stamps)
             return
         starts = [last]
         k = 1
@@ -93,13 +93,13 @@ class FixedWindowEngine(WindowEngine):
                 s = self._open(key, start, start + size)
             s[ACC] = add(s[ACC], elem)
             if s[FIRED]:
-                self._fire(s, "late", out)
+                self._fire(s, "late", recs, stamps)
             else:
                 s[NEW] += 1
                 if s[NEW] == early:
-                    self._fire(s, "early", out)
+                    self._fire(s, "early", recs, stamps)
 
-    def on_watermark(self, w: Any, out: Out) -> None:
+    def advance(self, w: Any, recs: Recs, stamps: Stamps) -> None:
         if not w > self.watermark:
             return
         self.watermark = self.stats.watermark = w
@@ -109,7 +109,7 @@ class FixedWindowEngine(WindowEngine):
             while h and h[0] <= w:
                 for s in due.pop(heappop(h)):
                     s[FIRED] = True
-                    fire(s, "on_time", out)
+                    fire(s, "on_time", recs, stamps)
                     to_expire(s)
         e = self._exp_heap
         if e and e[0] <= w:
@@ -124,11 +124,11 @@ class FixedWindowEngine(WindowEngine):
                 n += 1
         self.stats.open_windows -= n
 
-    def fire_early(self, out: Out) -> None:
+    def early(self, recs: Recs, stamps: Stamps) -> None:
         pending = [s for s in self._wins.values() if s[NEW] and not s[FIRED]]
         pending.sort(key=lambda s: (s[END], s[START], s[SEQ]))
         for s in pending:
-            self._fire(s, "early", out)
+            self._fire(s, "early", recs, stamps)
 
     # -------------------------------------------------------------------------------------------- checkpoints
     def _state(self) -> Any:
@@ -145,7 +145,7 @@ class FixedWindowEngine(WindowEngine):
 class TumblingEngine(FixedWindowEngine):
     """Tumbling windows: an element costs one dict lookup and one ``add``."""
 
-    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+    def element(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         key = None if self._key is None else self._key(elem)
         off = self._offset
         start = (ts - off) // self._size * self._size + off
@@ -153,16 +153,16 @@ class TumblingEngine(FixedWindowEngine):
         if s is None:
             end = start + self._size
             if end + self._lateness <= self.watermark:
-                self._late(elem, ts, out)
+                self._late(elem, ts, recs, stamps)
                 return
             s = self._open(key, start, end)
         s[0] = self._add(s[0], elem)
         if s[2]:
-            self._fire(s, "late", out)
+            self._fire(s, "late", recs, stamps)
         else:
             n = s[1] = s[1] + 1
             if n == self._early_count:
-                self._fire(s, "early", out)
+                self._fire(s, "early", recs, stamps)
 
 
 from .window_engine_panes import PaneSlidingEngine  # noqa: E402,F401 - re-exported beside the others

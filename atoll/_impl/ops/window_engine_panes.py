@@ -19,7 +19,7 @@ from heapq import heappop, heappush
 from typing import Any, Dict, List
 
 from ...windowing.records import Window, make_window
-from .window_engine import Out, WindowEngine, max_timestamp
+from .window_engine import Recs, Stamps, WindowEngine, max_timestamp
 from .window_panes import KeyPanes
 
 _NONE = object()   # no pane there (an accumulator may be None)
@@ -110,7 +110,7 @@ class PaneSlidingEngine(WindowEngine):
         self.stats.open_windows += n
 
     # -------------------------------------------------------------------------------------------- events
-    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+    def element(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         key = None if self._key is None else self._key(elem)
         off, p = self._offset, self._pane
         ps = (ts - off) // p * p + off
@@ -122,16 +122,16 @@ class PaneSlidingEngine(WindowEngine):
                 if ps >= self._unfired_from:  # every window of the pane is still unfired
                     panes[ps] = self._add(acc, elem)
                     return
-                self._slow_element(kp, ps, True, elem, ts, out)
+                self._slow_element(kp, ps, True, elem, ts, recs, stamps)
                 return
         else:
             kp = self._keys[key] = KeyPanes(key)
-        self._new_pane(kp, ps, elem, ts, out)
+        self._new_pane(kp, ps, elem, ts, recs, stamps)
 
-    def _new_pane(self, kp: KeyPanes, ps: Any, elem: Any, ts: Any, out: Out) -> None:
+    def _new_pane(self, kp: KeyPanes, ps: Any, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         """An element into a pane with no elements yet."""
         if ps < self._unfired_from:                              # one of its windows fired, or expired
-            self._slow_element(kp, ps, False, elem, ts, out)
+            self._slow_element(kp, ps, False, elem, ts, recs, stamps)
             return
         size, slide, off = self._size, self._slide, self._offset
         last = (ps - off) // slide * slide + off                 # the pane's windows: first .. last
@@ -162,7 +162,8 @@ class PaneSlidingEngine(WindowEngine):
         elif lo <= hi:
             self._open_unfired(kp, lo, hi)
 
-    def _slow_element(self, kp: KeyPanes, ps: Any, exists: bool, elem: Any, ts: Any, out: Out) -> None:
+    def _slow_element(self, kp: KeyPanes, ps: Any, exists: bool, elem: Any, ts: Any, recs: Recs,
+                      stamps: Stamps) -> None:
         """An element into a pane (``exists``: with elements already) of which a window fired or expired."""
         size, slide, off, lateness, w = self._size, self._slide, self._offset, self._lateness, self.watermark
         key = kp.key
@@ -177,7 +178,7 @@ class PaneSlidingEngine(WindowEngine):
         if not starts:
             if not kp.panes:
                 del self._keys[key]
-            self._late(elem, ts, out)
+            self._late(elem, ts, recs, stamps)
             return
         if start + size > ps:
             self.stats.partially_late += 1
@@ -195,18 +196,18 @@ class PaneSlidingEngine(WindowEngine):
             if start + size <= w:
                 if self._accumulate:
                     self._emit(key, start, start + size, kp.combine(start, start + size, self._create, self._merge),
-                               "late", out)
+                               "late", recs, stamps)
                 else:
-                    self._emit(key, start, start + size, self._add(self._create(), elem), "late", out)
+                    self._emit(key, start, start + size, self._add(self._create(), elem), "late", recs, stamps)
 
-    def on_watermark(self, w: Any, out: Out) -> None:
+    def advance(self, w: Any, recs: Recs, stamps: Stamps) -> None:
         if not w > self.watermark:
             return
         self.watermark = self.stats.watermark = w
         self._unfired_from = self._fired_below(w)
         h = self._due_heap
         if h and h[0] <= w:
-            due, create, merge, result, append = self._due, self._create, self._merge, self._result, out.append
+            due, create, merge, result, append = self._due, self._create, self._merge, self._result, recs.append
             exp, exp_heap, lateness, size = self._exp, self._exp_heap, self._lateness, self._size
             new, set_key, set_start, set_end, set_value, set_timing, set_superseded = _WINDOW_SETTERS
             pure = self._pure
@@ -224,7 +225,8 @@ class PaneSlidingEngine(WindowEngine):
                     set_value(rec, acc if result is None else result(acc))
                     set_timing(rec, "on_time")
                     set_superseded(rec, ())
-                    append((rec, ts))
+                    append(rec)
+                stamps.extend([ts] * len(bucket))
                 t = end + lateness   # the windows of one end expire together: the bucket moves whole
                 if t <= w:           # (at once without allowed lateness)
                     self._expire_bucket(end, bucket)
@@ -258,7 +260,7 @@ class PaneSlidingEngine(WindowEngine):
                     del keys[kp.key]
         self.stats.open_windows -= len(bucket)
 
-    def fire_early(self, out: Out) -> None:
+    def early(self, recs: Recs, stamps: Stamps) -> None:
         raise TypeError(f"{self.name}: early firings need the engine built with early_count or early_every "
                         f"(this one merges panes and tracks no per-window deltas)")
 

@@ -11,7 +11,7 @@ from heapq import heappop, heappush
 from itertools import count
 from typing import Any, Dict, List
 
-from .window_engine import Out, WindowEngine
+from .window_engine import Recs, Stamps, WindowEngine
 
 ACC, NEW, FIRED, SEQ, KEY, START, END, EMITTED, DUE, EXP = range(10)
 
@@ -39,17 +39,17 @@ class SessionEngine(WindowEngine):
         tok = s[EXP] = next(self._tokens)
         heappush(self._exp_heap, (s[END] + self._lateness, tok, s))
 
-    def _fire(self, s: list, timing: str, out: Out) -> None:
+    def _fire(self, s: list, timing: str, recs: Recs, stamps: Stamps) -> None:
         bounds = (s[START], s[END])
         superseded = tuple(sorted({b for b in s[EMITTED] if b != bounds}))
         s[EMITTED] = [bounds]
-        self._emit(s[KEY], s[START], s[END], s[ACC], timing, out, superseded)
+        self._emit(s[KEY], s[START], s[END], s[ACC], timing, recs, stamps, superseded)
         s[NEW] = 0
         if not self._accumulate:
             s[ACC] = self._create()
 
     # -------------------------------------------------------------------------------------------- events
-    def on_element(self, elem: Any, ts: Any, out: Out) -> None:
+    def element(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         key = None if self._key is None else self._key(elem)
         end = ts + self._gap
         w = self.watermark
@@ -65,13 +65,13 @@ class SessionEngine(WindowEngine):
                 s = self._merge_overlapping(sessions, ts, end)
         if s is None:                            # no live session overlaps [ts, ts + gap)
             if end + self._lateness <= w:
-                self._late(elem, ts, out)
+                self._late(elem, ts, recs, stamps)
                 return
             s = self._new_session(key, ts, end, sessions)
         s[ACC] = self._add(s[ACC], elem)
         s[NEW] += 1
         if s[END] <= w:                          # behind the watermark: fires again now
-            self._fire(s, "late", out)
+            self._fire(s, "late", recs, stamps)
             return
         if s[FIRED]:                             # grew past the watermark: on time again
             s[FIRED] = False
@@ -79,7 +79,7 @@ class SessionEngine(WindowEngine):
             self._schedule_fire(s)
         early = self._early_count
         if early is not None and s[NEW] >= early:
-            self._fire(s, "early", out)
+            self._fire(s, "early", recs, stamps)
 
     def _new_session(self, key: Any, ts: Any, end: Any, sessions: Any) -> list:
         self._opened(1, key, ts, end)
@@ -136,7 +136,7 @@ class SessionEngine(WindowEngine):
             s[END] = end
         return s
 
-    def on_watermark(self, w: Any, out: Out) -> None:
+    def advance(self, w: Any, recs: Recs, stamps: Stamps) -> None:
         if not w > self.watermark:
             return
         self.watermark = self.stats.watermark = w
@@ -155,7 +155,7 @@ class SessionEngine(WindowEngine):
             for s in due:
                 s[FIRED] = True
                 s[DUE] = None
-                self._fire(s, "on_time", out)
+                self._fire(s, "on_time", recs, stamps)
                 self._schedule_expiry(s)
         e = self._exp_heap
         if e and e[0][0] <= w:
@@ -181,11 +181,11 @@ class SessionEngine(WindowEngine):
             del self._sessions[key]
         self.stats.open_windows -= 1
 
-    def fire_early(self, out: Out) -> None:
+    def early(self, recs: Recs, stamps: Stamps) -> None:
         pending = [s for sessions in self._sessions.values() for s in sessions if s[NEW] and not s[FIRED]]
         pending.sort(key=_order)
         for s in pending:
-            self._fire(s, "early", out)
+            self._fire(s, "early", recs, stamps)
 
     # -------------------------------------------------------------------------------------------- checkpoints
     def _state(self) -> Any:
