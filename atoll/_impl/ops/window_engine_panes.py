@@ -298,3 +298,85 @@ class PaneSlidingEngine(WindowEngine):
         self._exp_heap = sorted(self._exp)
         self.stats.open_windows = (sum(len(b) for b in self._due.values())
                                    + sum(len(b) for b in self._exp.values()))
+
+
+class EarlyPaneSlidingEngine(PaneSlidingEngine):
+    """Pane sliding with processing-time early firings (``early_every``, accumulating): every tick fires each
+    unfired window that received an element since the previous tick, with everything it holds, in
+    ``(end, start, creation)`` order - what the per-window engine does with its per-window counters. Here an element
+    only marks its pane (``KeyPanes.dirty``); a tick walks the unfired windows by end and fires those holding a
+    marked pane, reading each key's windows in increasing start order from a FIFO of its own (``KeyPanes.reader``):
+    a merge per pane and window, amortized, whatever ``size / slide``. Count-based early firings (``early_count``)
+    and discarding mode keep the per-window engine: both need what each window received since its last firing."""
+
+    @staticmethod
+    def applies(spec: Any, key: Any = None, aggregate: Any = None, **opts: Any) -> bool:
+        """Panes (``merge``, integer bounds) with ``early_every``, accumulating, and no ``early_count``."""
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (spec.size, spec.slide, spec.offset))
+        return (ints and aggregate is not None and getattr(aggregate, "merge", None) is not None
+                and opts.get("early_count") is None and opts.get("early_every") is not None
+                and opts.get("accumulate", True))
+
+    def element(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
+        key = None if self._key is None else self._key(elem)
+        off, p = self._offset, self._pane
+        ps = (ts - off) // p * p + off
+        kp = self._keys.get(key)
+        if kp is not None:
+            panes = kp.panes
+            acc = panes.get(ps, _NONE)
+            if acc is not _NONE:
+                if ps >= self._unfired_from:  # every window of the pane is still unfired
+                    panes[ps] = self._add(acc, elem)
+                else:
+                    self._slow_element(kp, ps, True, elem, ts, recs, stamps)
+                self._mark(kp, ps)
+                return
+        else:
+            kp = self._keys[key] = KeyPanes(key)
+        self._new_pane(kp, ps, elem, ts, recs, stamps)
+        if self._keys.get(key) is kp:   # (a late element may have left the key without panes: gone)
+            self._mark(kp, ps)
+
+    @staticmethod
+    def _mark(kp: KeyPanes, ps: Any) -> None:
+        d = kp.dirty
+        if d is None:
+            kp.dirty = {ps}
+        else:
+            d.add(ps)
+
+    def early(self, recs: Recs, stamps: Stamps) -> None:
+        marks = {}
+        for kp in self._keys.values():
+            if kp.dirty:
+                marks[kp] = sorted(kp.dirty)
+            kp.dirty = None
+        if not marks:
+            return
+        size, create, merge, pure, due = self._size, self._create, self._merge, self._pure, self._due
+        readers: Dict[KeyPanes, KeyPanes] = {}
+        for end in sorted(due):
+            start = end - size
+            for kp in due[end]:
+                dl = marks.get(kp)
+                if dl is None:
+                    continue
+                i = bisect_left(dl, start)
+                if i == len(dl) or dl[i] >= end:   # no pane of this window changed since the last tick
+                    continue
+                r = readers.get(kp)
+                if r is None:
+                    r = readers[kp] = kp.reader()
+                self._emit(kp.key, start, end, r.window(start, end, create, merge, pure), "early", recs, stamps)
+
+    # checkpoints: the marked panes too (what the next tick fires)
+    def _state(self) -> Any:
+        state = super()._state()
+        state["dirty"] = [(kp.key, sorted(kp.dirty)) for kp in self._keys.values() if kp.dirty]
+        return state
+
+    def _load(self, state: Any) -> None:
+        super()._load(state)
+        for key, pss in state.get("dirty", ()):
+            self._keys[key].dirty = set(pss)

@@ -30,7 +30,7 @@ NEG_INF = float("-inf")
 class KeyPanes:
     """One key's panes and the FIFO aggregation of the panes of its last fired window."""
 
-    __slots__ = ("key", "panes", "starts", "front_ps", "front_agg", "back_ps", "back_acc", "back_agg", "hi")
+    __slots__ = ("key", "panes", "starts", "front_ps", "front_agg", "back_ps", "back_acc", "back_agg", "hi", "dirty")
 
     def __init__(self, key: Any):
         self.key = key
@@ -42,6 +42,7 @@ class KeyPanes:
         self.back_acc: List[Any] = []    # their accumulators
         self.back_agg: Any = None        # aggregate of the back (None: empty)
         self.hi: Any = NEG_INF           # panes below ``hi`` have entered the FIFO
+        self.dirty: Any = None           # processing-time early firings: the panes changed since the last tick
 
     def add_pane(self, ps: Any, acc: Any) -> None:
         self.panes[ps] = acc
@@ -155,6 +156,14 @@ class KeyPanes:
         back_ps.clear()
         back_acc.clear()
         self.back_agg = None
+
+    def reader(self) -> "KeyPanes":
+        """A FIFO of its own over these panes (read only), for a run of windows in increasing start order that
+        must not move this one's FIFO (early firings of windows the on-time firings have not reached)."""
+        r = KeyPanes(self.key)
+        r.panes = self.panes
+        r.starts = self.starts
+        return r
 
     def combine(self, start: Any, end: Any, create: Callable, merge: Callable) -> Any:
         """A fresh aggregate of the panes in ``[start, end)`` from the panes themselves (late firings)."""
