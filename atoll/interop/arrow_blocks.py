@@ -8,24 +8,38 @@ island (Ray ties an object's life to its owner's, and Ray 2.56 removed ``ray.put
 island actor holds that actor (``DriverContext.hold_island``) after the stream ended until the driver has made
 its own copies. Its materialized value is ``Future[(refs, schema)]``; the driver turns that into what the user
 asked for (:func:`finish_on_driver`) and then releases the hold.
+
+**With checkpoints** (:class:`CommittingBlockLogic`) object refs cannot be the sink's state: a restored sink runs
+in a new island actor, and the blocks the killed one put died with it. So each block is written instead as a
+Parquet part into a directory among the graph's checkpoints (:class:`BlockStore`,
+``<storage>/<graph>/_sink-blocks/<op>-<token>``) through the Parquet sink's two-phase commit
+(:class:`~atoll.interop.parquet_parts.PartFiles`): a block is a hidden temporary *pending* until the checkpoint
+covering it completes, then renamed (committed); the snapshot holds only part names. At the end of the stream the
+sink asks for a final checkpoint and completes its future with the committed parts (:class:`CommittedBlocks`)
+once that checkpoint committed the last one; the driver then reads them into blocks it owns (a Ray task per
+part) and builds the result from those only. The directory is deleted with the graph's checkpoints (when it
+succeeded and they are not retained), after the driver has read it.
 """
 from __future__ import annotations
 
 
 import logging
 import threading
+import uuid
 from concurrent.futures import Future
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import pyarrow as pa
 
+from ..errors import IllegalStateError
 from ..stage.handlers import InHandler
 from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
 from .._impl.ops.sinks import _PromiseSinkLogic
 from ..windowing import Late, Window
 from .errors import SchemaMismatchError
 
-__all__ = ["ArrowBlockSink", "BlockLogic", "ROWS_PER_BLOCK", "finish_on_driver", "with_shape_of"]
+__all__ = ["ArrowBlockSink", "BlockLogic", "BlockStore", "CommittedBlocks", "CommittingBlockLogic", "ROWS_PER_BLOCK",
+           "block_store_for", "finish_on_driver", "with_shape_of"]
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +87,17 @@ class ArrowBlockSink(SinkStage):
     fit.
     """
 
-    def __init__(self, name: str, schema: Optional[pa.Schema], rows_per_block: int = ROWS_PER_BLOCK):
+    def __init__(self, name: str, schema: Optional[pa.Schema], rows_per_block: int = ROWS_PER_BLOCK,
+                 store: Optional["BlockStore"] = None):
         super().__init__(name)
         self.schema = schema
         self.rows_per_block = rows_per_block
+        #: where blocks go under checkpoints (None: the materializer has no checkpoint settings)
+        self.store = store
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
-        return BlockLogic(self, promise), promise
+        return CommittingBlockLogic(self, promise), promise
 
 
 class BlockLogic(_PromiseSinkLogic):
@@ -213,11 +230,247 @@ def _infer(rows: List[Any], base: int) -> pa.Schema:
                                   base, None, "give the sink a schema") from None
 
 
-def finish_on_driver(name: str, future: Future, convert: Callable[[List[Any], Optional[pa.Schema]], Any],
-                     hold: Any) -> Future:
-    """A future of ``convert(refs, schema)``, run on a fresh driver thread once ``future`` (the sink's) is done;
-    ``hold`` on the sink's island is released afterwards (``convert`` must have copied what it keeps) and before
-    the returned future completes."""
+# ---------------------------------------------------------------------------------------------- with checkpoints
+class BlockStore:
+    """The directory (on a ``pyarrow.fs`` file system) where one sink's blocks are written under checkpoints.
+    Picklable: it travels with the stage to the island and with the sink's state into snapshots."""
+
+    __slots__ = ("fs", "dir", "op")
+
+    def __init__(self, fs: Any, dir: str, op: str):
+        self.fs, self.dir, self.op = fs, dir, op
+
+    def __repr__(self):
+        return f"BlockStore({self.dir})"
+
+    def __getstate__(self):
+        return (self.fs, self.dir, self.op)
+
+    def __setstate__(self, state):
+        self.fs, self.dir, self.op = state
+
+    def parts(self):
+        """A :class:`~atoll.interop.parquet_parts.PartFiles` on this directory."""
+        from .parquet_parts import PartFiles
+
+        parts = PartFiles(self.dir, op=self.op)
+        parts.fs, parts.dir = self.fs, self.dir.rstrip("/")
+        return parts
+
+    def delete(self) -> None:
+        try:
+            self.fs.delete_dir(self.dir)
+        except FileNotFoundError:
+            pass
+
+
+def block_store_for(ctx: Any, op: str) -> Optional[BlockStore]:
+    """The block directory of a sink being prepared on the driver (``ctx``: its ``DriverContext``), under the
+    materializer's checkpoint storage, or None when it runs without checkpoints. The directory is created by
+    the sink when it starts (a restored sink keeps using the one in its state)."""
+    settings = getattr(ctx.materializer, "checkpoint", None)
+    if settings is None:
+        return None
+    from ..checkpoint.storage import resolve_storage
+
+    fs, root = resolve_storage(settings.storage)
+    graph = getattr(getattr(ctx.phase, "build", None), "name", None) or "graph"
+    return BlockStore(fs, f"{root}/{graph}/_sink-blocks/{op}-{uuid.uuid4().hex[:12]}", f"Sink.{op}")
+
+
+class CommittedBlocks:
+    """A checkpointed block sink's value: the committed parts of ``store`` (names in stream order) and the
+    schema. ``load()`` (driver) reads them into Arrow blocks owned by the caller."""
+
+    def __init__(self, store: BlockStore, names: List[str], schema: Optional[pa.Schema]):
+        self.store, self.names, self.schema = store, names, schema
+
+    def load(self) -> List[Any]:
+        """One ``ObjectRef`` of a ``pyarrow.Table`` per committed part, in order: read by Ray tasks (no CPU
+        reserved, so they run while the islands hold every core) whose results this process owns."""
+        if not self.names:
+            return []
+        global _read_task
+        import ray
+
+        if _read_task is None:
+            _read_task = ray.remote(num_cpus=0)(_read_part)
+        base = self.store.dir.rstrip("/")
+        refs = [_read_task.remote(self.store.fs, f"{base}/{n}") for n in self.names]
+        ray.wait(refs, num_returns=len(refs), fetch_local=False)
+        return refs
+
+
+def _read_part(fs: Any, path: str) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, filesystem=fs)
+
+
+_read_task = None
+
+
+class CommittingBlockLogic(BlockLogic):
+    """``BlockLogic`` without checkpoints; under checkpoints (or restored from one) every block is a Parquet
+    part of the sink's :class:`BlockStore` written by two-phase commit: closed as soon as it is full and
+    *pending* until a checkpoint covering it completes (``snapshot_commit_prepare`` returns every pending part,
+    ``snapshot_commit_finish`` renames them and adds them to ``committed``). The snapshot holds the rows not yet
+    in a block, the schema and part names, never object refs. At the end of the stream the sink stays alive,
+    asks for a checkpoint and completes its future with :class:`CommittedBlocks` once every part is committed."""
+
+    def __init__(self, stage: ArrowBlockSink, promise: Future):
+        super().__init__(stage, promise)
+        self.op = stage.store.op if stage.store is not None else f"Sink.{stage.name}"
+        self.store: Optional[BlockStore] = stage.store
+        self.parts = None  # PartFiles: with checkpoints, or restored from a checkpoint
+        self.committed: List[str] = []  # final part names, in stream order
+        self.checkpointing = False
+        self.request_checkpoint: Optional[Callable[[], None]] = None
+        self.ended = False  # upstream finished: the sink waits for the commit of its last parts
+        self.started = False
+
+    # ------------------------------------------------------------------ checkpoint hooks
+    def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
+        self.checkpointing = True
+        self.request_checkpoint = request_checkpoint
+
+    def pre_start(self):
+        self.started = True
+        if self.checkpointing and self.parts is None:
+            try:
+                if self.store is None:
+                    raise IllegalStateError(f"{self.op}: checkpointing is on but the sink was prepared without "
+                                            "checkpoint storage")
+                parts = self.store.parts()
+                parts.start_fresh()  # nothing restored: the directory is new, or left by an attempt never committed
+            except Exception as e:  # noqa: BLE001 - the sink fails with it
+                fail_promise(self.promise, e)
+                self.fail_stage(e)
+                return
+            self.parts = parts
+        super().pre_start()
+
+    def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
+        self._flush_rows()  # the epoch ends here: a partial block becomes a part of it
+        return self.parts.prepare() or None
+
+    def save_to_snapshot(self) -> Any:
+        return {"count": self.count, "schema": self.schema, "rows": list(self.rows), "rows_base": self.rows_base,
+                "ended": self.ended, "store": self.store, "parts": self.parts.state(),
+                "committed": list(self.committed)}
+
+    def restore_from_snapshot(self, state: Any) -> None:
+        self.count, self.schema, self.ended = state["count"], state["schema"], state["ended"]
+        self.rows, self.rows_base = list(state["rows"]), state["rows_base"]
+        self.store = state["store"]  # the directory the checkpointed parts are in, whatever this run was given
+        self.committed = list(state["committed"])
+        self.parts = self.store.parts()
+        self.parts.restore(state["parts"])
+
+    def snapshot_commit_finish(self, checkpoint_id: int, prepared: Any, success: bool) -> None:
+        if not success or not prepared:
+            return
+        self._commit(prepared, checkpoint_id)
+        self._complete_if_committed()
+
+    def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
+        if self.parts is not None:
+            self.parts.rollback()
+
+    def _commit(self, prepared: List[Tuple[str, str]], checkpoint_id: Optional[int] = None) -> None:
+        self.parts.commit(prepared, checkpoint_id)
+        known = set(self.committed)
+        for _, final in prepared:
+            if final not in known:
+                known.add(final)
+                self.committed.append(final)
+
+    def _complete_if_committed(self) -> bool:
+        """Upstream finished and every part is committed: complete the future, then the stage."""
+        if self.ended and self.started and not self.parts.pending and self.parts.writer is None \
+                and not self._finalized:
+            complete_promise(self.promise, CommittedBlocks(self.store, sorted(self.committed), self.schema))
+            self.complete_stage()
+            return True
+        return False
+
+    def on_upstream_finish(self):
+        if self.parts is None:
+            super().on_upstream_finish()
+            return
+        try:
+            self._flush_rows()
+            if not self.checkpointing:  # restored into a run without checkpoints: commit the rest now
+                self._commit(self.parts.prepare())
+        except Exception as e:  # noqa: BLE001
+            fail_promise(self.promise, e)
+            self.fail_stage(e)
+            return
+        self.ended = True
+        if not self._complete_if_committed():
+            self.set_keep_going(True)  # alive, its inlet closed, until the last part is committed
+            self.request_checkpoint()
+
+    def _put(self, table: pa.Table) -> None:
+        if self.parts is None:
+            super()._put(table)
+            return
+        self.parts.write(table)
+        self.parts.prepare()  # one part per block: closed now, pending until a checkpoint covers it
+
+    def post_stop(self):
+        if self.parts is not None:
+            try:
+                self.parts.discard_open()
+            except Exception:  # noqa: BLE001 - already stopping
+                pass
+        super().post_stop()
+
+
+#: how long the graph's end waits for the driver to read a finished sink's committed parts before the
+#: checkpoints (and the parts with them) are deleted
+LOAD_WAIT_S = 300.0
+
+
+class DriverBlocks:
+    """The driver's side of a checkpointed block sink. Its directory lives under the graph's checkpoints and is
+    deleted with them (when the graph succeeded and they are not retained); ``graph_ended`` runs among the
+    graph's clean-ups, before that deletion, and waits until the driver has read the committed parts of a sink
+    that completed (``loaded``)."""
+
+    def __init__(self):
+        self.loaded = threading.Event()
+        self.future: Optional[Future] = None
+
+    def graph_ended(self) -> None:
+        f = self.future
+        if f is None or not f.done() or f.cancelled() or f.exception() is not None:
+            return  # nothing will be read
+        if not self.loaded.wait(LOAD_WAIT_S):
+            log.warning("the graph ended but the driver has not read the committed blocks of its sink within "
+                        "%.0f s; they may be deleted with the checkpoints", LOAD_WAIT_S)
+
+
+def prepare_block_sink(ctx: Any, op: str, schema: Optional[pa.Schema], rows_per_block: int, blueprint: Any,
+                       convert: Callable[[List[Any], Optional[pa.Schema], bool], Any]):
+    """``prepare_on_driver`` of ``Sink.to_spark``/``Sink.to_ray_dataset``: the island stage and the driver's
+    finish (``convert(refs, schema, owned)``; ``owned``: the refs belong to this process already)."""
+    hold = ctx.hold_island()
+    store = block_store_for(ctx, op)
+    blocks = None
+    if store is not None:
+        blocks = DriverBlocks()
+        ctx.on_end(blocks.graph_ended)
+    stage = with_shape_of(ArrowBlockSink(op, schema, rows_per_block, store), blueprint)
+    return stage, lambda future: finish_on_driver(op, future, convert, hold, blocks)
+
+
+def finish_on_driver(name: str, future: Future, convert: Callable[[List[Any], Optional[pa.Schema], bool], Any],
+                     hold: Any, blocks: Optional[DriverBlocks] = None) -> Future:
+    """A future of ``convert(refs, schema, owned)``, run on a fresh driver thread once ``future`` (the sink's) is
+    done; ``hold`` on the sink's island is released afterwards (``convert`` must have copied what it keeps) and
+    before the returned future completes. A checkpointed sink's value (:class:`CommittedBlocks`) is read into
+    blocks owned by this process first (``owned``); ``blocks`` learns when its directory is no longer needed."""
     result: Future = Future()
     result.set_running_or_notify_cancel()
 
@@ -225,8 +478,17 @@ def finish_on_driver(name: str, future: Future, convert: Callable[[List[Any], Op
         try:
             exc = f.exception()
             if exc is None:
-                refs, schema = f.result()
-                value = convert(refs, schema)
+                got = f.result()
+                if isinstance(got, CommittedBlocks):
+                    try:
+                        refs, schema = got.load(), got.schema
+                    finally:
+                        if blocks is not None:
+                            blocks.loaded.set()
+                    value = convert(refs, schema, True)
+                else:
+                    refs, schema = got
+                    value = convert(refs, schema, False)
                 del refs
         except BaseException as e:  # noqa: BLE001 - the user's future carries it
             exc = e
@@ -236,6 +498,8 @@ def finish_on_driver(name: str, future: Future, convert: Callable[[List[Any], Op
         else:
             result.set_result(value)
 
+    if blocks is not None:
+        blocks.future = future
     future.add_done_callback(
         lambda f: threading.Thread(target=run, args=(f,), daemon=True, name=f"atoll-{name}-finish").start())
     return result

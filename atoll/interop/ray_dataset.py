@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Optional
 
 from .._impl.ops.base import SinkStage
-from .arrow_blocks import ROWS_PER_BLOCK, ArrowBlockSink, finish_on_driver, with_shape_of
+from .arrow_blocks import ROWS_PER_BLOCK, prepare_block_sink
 from .background_source import BackgroundSource
 from .parquet import batches_as, check_format
 from .spark_sink import arrow_schema_of
@@ -65,6 +65,8 @@ class RayDatasetSink(SinkStage):
     """Collects the stream into a ``ray.data.Dataset`` of Arrow blocks: ``Future[ray.data.Dataset]``.
 
     Elements and schema checks as for ``Sink.to_spark`` (row dicts, Arrow, pandas; ``schema`` optional).
+    **With checkpoints** exactly once, as ``Sink.to_spark``: the Dataset holds only blocks committed by
+    checkpoints, read back into blocks the driver owns after the final checkpoint.
     **Backpressures** never. **Completes** its future when upstream completes. **Cancels when** an element does
     not fit the schema.
     """
@@ -77,19 +79,16 @@ class RayDatasetSink(SinkStage):
         self.rows_per_block = rows_per_block
 
     def prepare_on_driver(self, ctx):
-        hold = ctx.hold_island()
-        stage = with_shape_of(ArrowBlockSink("to_ray_dataset", self.schema, self.rows_per_block), self)
-
-        def convert(refs, schema):
+        def convert(refs, schema, owned):
             import ray.data
 
             if not refs:
                 import pyarrow as pa
 
                 return ray.data.from_arrow((schema if schema is not None else pa.schema([])).empty_table())
-            return ray.data.from_arrow_refs(_adopted(refs) if ctx.remote else refs)
+            return ray.data.from_arrow_refs(_adopted(refs) if ctx.remote and not owned else refs)
 
-        return stage, lambda future: finish_on_driver("to_ray_dataset", future, convert, hold)
+        return prepare_block_sink(ctx, "to_ray_dataset", self.schema, self.rows_per_block, self, convert)
 
     def create_logic_and_materialized_value(self, attributes):
         from ..errors import IllegalStateError

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..errors import IllegalStateError
 from .._impl.ops.base import SinkStage
-from .arrow_blocks import ROWS_PER_BLOCK, ArrowBlockSink, finish_on_driver, with_shape_of
+from .arrow_blocks import ROWS_PER_BLOCK, prepare_block_sink
 
 __all__ = ["SparkSink", "arrow_schema_of"]
 
@@ -50,6 +50,11 @@ class SparkSink(SinkStage):
     and found types and the element's index. A stream with no element and no schema gives an empty DataFrame with
     no columns. ``spark`` defaults to the running Spark-on-Ray session.
 
+    **With checkpoints** exactly once: blocks are committed with the checkpoint covering them (as Parquet parts
+    under the checkpoint storage, :mod:`atoll.interop.arrow_blocks`), the sink asks for a final checkpoint at
+    the end of the stream, and the DataFrame is built from the committed blocks only: after a recovery it
+    equals the failure-free run's. The storage must be reachable from the sink's island and from the driver.
+
     **Backpressures** never. **Completes** its future when upstream completed and the DataFrame is built.
     **Cancels when** an element does not fit the schema.
     """
@@ -63,11 +68,9 @@ class SparkSink(SinkStage):
         self.rows_per_block = rows_per_block
 
     def prepare_on_driver(self, ctx):
-        hold = ctx.hold_island()
-        stage = with_shape_of(ArrowBlockSink("to_spark", self.schema, self.rows_per_block), self)
         spark = self.spark
 
-        def convert(refs, schema):
+        def convert(refs, schema, owned):
             from .spark_frames import arrow_refs_to_spark
 
             session = spark
@@ -84,7 +87,7 @@ class SparkSink(SinkStage):
                 return session.createDataFrame([], StructType([]))
             return arrow_refs_to_spark(refs, schema, session)
 
-        return stage, lambda future: finish_on_driver("to_spark", future, convert, hold)
+        return prepare_block_sink(ctx, "to_spark", self.schema, self.rows_per_block, self, convert)
 
     def create_logic_and_materialized_value(self, attributes):
         raise IllegalStateError("Sink.to_spark must be materialized by a graph run from the driver "
