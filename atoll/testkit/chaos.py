@@ -7,7 +7,8 @@
   telling Atoll, the way a crash or a lost node would; the graph's recovery (``CheckpointSettings.restart``) is
   what is under test. ``kill_island_when(graph, island, condition)`` waits for ``condition()`` first;
   ``kill_island_at(graph, island, fraction, total, watch)`` once island ``watch`` has received ``fraction`` of
-  ``total`` elements.
+  ``total`` elements; ``kill_island_chosen(graph, choose)`` kills the island ``choose()`` names once it names one
+(for faults where which island to strike is only known at that moment, e.g. the one aligning a checkpoint).
 """
 from __future__ import annotations
 
@@ -158,6 +159,21 @@ def kill_island_when(graph: Any, island: Union[int, str], condition: Callable[[]
             raise TimeoutError(f"kill_island_when: the condition did not hold within {timeout}s")
         time.sleep(poll)
     kill_island(graph, island)
+
+
+def kill_island_chosen(graph: Any, choose: Callable[[], Union[int, str, None]], timeout: float = 60.0,
+                       poll: float = 0.01) -> Union[int, str]:
+    """Kill the island ``choose()`` returns (an index or name; None: not yet, asked again every ``poll`` seconds)
+    and return it; raises ``TimeoutError`` if ``choose()`` names none within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        island = choose()
+        if island is not None:
+            kill_island(graph, island)
+            return island
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"kill_island_chosen: no island was chosen within {timeout}s")
+        time.sleep(poll)
 
 
 def kill_island_at(graph: Any, island: Union[int, str], fraction: float, total: int, watch: Union[int, str, None] = None,

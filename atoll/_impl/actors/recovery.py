@@ -13,7 +13,10 @@ actor restarts stay off: a restarted actor re-runs its constructor and its calls
 
 What restarts: an island that died (``IslandDiedError``), and a stage failure when
 ``RestartPolicy(on_stage_failure=True)``. What does not: ``cancel()``, a kill switch ``abort``, or a spent budget
-(``RecoveryFailedError``, whose ``__cause__`` is the last failure).
+(``RecoveryFailedError``, whose ``__cause__`` is the last failure). No capacity ends it too, at once: when the
+next attempt's actors cannot be scheduled within ``start_timeout`` (``IslandScheduleTimeoutError``: a node with
+the resources an island needs was lost), the graph fails with a ``RecoveryFailedError`` naming the islands and
+the resources they miss, caused by that error - retrying would only wait ``start_timeout`` again per restart.
 """
 from __future__ import annotations
 
@@ -22,16 +25,46 @@ import random
 import threading
 import time
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import ray
 
 from ...checkpoint.settings import RestartPolicy
-from ...errors import RecoveryFailedError
+from ...errors import IslandScheduleTimeoutError, RecoveryFailedError
 from ..islands.checkpoint_setup import load_restore
 from .attempt import IslandLauncher, kill_actors
 
 log = logging.getLogger("atoll.recovery")
+
+
+def _needs(options: dict) -> Dict[str, float]:
+    """The Ray resources an actor with these options asks for (by Ray's resource names)."""
+    needs = {str(k): float(v) for k, v in (options.get("resources") or {}).items() if v}
+    for option, resource in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+        if options.get(option):
+            needs[resource] = float(options[option])
+    return needs
+
+
+def no_capacity_error(graph: str, restart: int, islands: list, cause: IslandScheduleTimeoutError) -> RecoveryFailedError:
+    """The ``RecoveryFailedError`` of a restart whose actors could not be scheduled: per island
+    (``(index, name, plan, options, island_options)``, as the launcher has them) the resources it needs that the
+    cluster does not have free now, with what is free and what exists in all; ``cause`` (the launcher's error,
+    which names the islands it waited for) is its ``__cause__``."""
+    try:
+        available, total = ray.available_resources(), ray.cluster_resources()
+    except Exception:  # noqa: BLE001 - Ray itself is going away: the cause still says what was missing
+        available, total = {}, {}
+    short = []
+    for _index, name, _plan, options, _io in islands:
+        missing = {k: v for k, v in _needs(options).items() if available.get(k, 0.0) < v}
+        if missing:
+            have = ", ".join(f"{k}={available.get(k, 0.0):g} free of {total.get(k, 0.0):g}" for k in sorted(missing))
+            short.append(f"island {name} needs {missing} ({have})")
+    what = "; ".join(short) if short else "the resources of its islands are not free"
+    err = RecoveryFailedError(f"graph {graph}: restart {restart} found no capacity: {what}. {cause}")
+    err.__cause__ = cause
+    return err
 
 
 def backoff_delay(policy: RestartPolicy, restart: int, rng: random.Random) -> float:
@@ -119,6 +152,10 @@ class GraphRecovery:
             try:
                 info, snapshots = self._checkpoint()
                 records, results = self.launcher.launch(self.attempt + 1, snapshots)
+            except IslandScheduleTimeoutError as e:  # no capacity: waiting another start_timeout changes nothing
+                log.error("graph %s: restart %d could not be scheduled: %s", running.name, self.restarts, e)
+                running._recovery_failed(no_capacity_error(running.name, self.restarts, self.launcher.islands, e))
+                return
             except Exception as e:  # noqa: BLE001 - a failed restart: try again within the budget
                 log.warning("graph %s: restart %d failed: %r", running.name, self.restarts, e)
                 last = e
