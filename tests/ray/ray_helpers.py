@@ -7,10 +7,14 @@ import time
 DASHBOARD = None
 
 
-def alive_island_actors() -> list:
-    """Island actors Ray's state API reports as alive (needs the dashboard, started by ``ray_session``)."""
+def alive_island_actors(include_warm: bool = False) -> list:
+    """Island actors Ray's state API reports as alive (needs the dashboard, started by ``ray_session``), apart
+    from those idle in a materializer's warm pool (kept for the next graph, not leaked) unless ``include_warm``."""
     from ray.util.state import list_actors
 
+    from atoll._impl.actors.warm_pool import idle_actor_ids
+
+    warm = set() if include_warm else idle_actor_ids()
     return [
         a
         for a in list_actors(
@@ -19,14 +23,14 @@ def alive_island_actors() -> list:
             filters=[("class_name", "=", "IslandActor")],
             raise_on_missing_output=False,
         )
-        if a.state not in ("DEAD",)
+        if a.state not in ("DEAD",) and a.actor_id not in warm
     ]
 
 
-def wait_no_island_actors(timeout: float = 10.0) -> list:
+def wait_no_island_actors(timeout: float = 10.0, include_warm: bool = False) -> list:
     deadline = time.monotonic() + timeout
     while True:
-        alive = alive_island_actors()
+        alive = alive_island_actors(include_warm)
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)

@@ -3,10 +3,13 @@
 The first run of a graph and every automatic recovery (``recovery.GraphRecovery``) start their actors the same
 way, so the code lives here once: create one ``IslandActor`` per island with the island's options, send every
 plan (with the checkpoint settings of the attempt and the island's snapshot to restore, if any), and wait for
-all of them to be built within ``start_timeout``. Nothing runs until the caller calls ``run``.
+all of them to be built within ``start_timeout``. Nothing runs until the caller calls ``run``. Actors come
+from the materializer's warm pool when it has ones with the same options (``warm_pool``); every launch gets
+its own wire base (``IslandActor.start``), so calls left over from an earlier graph reach nothing.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Dict, List, Optional, Tuple
 
 import ray
@@ -14,6 +17,11 @@ import ray
 from ...errors import IslandScheduleTimeoutError, MaterializationError
 from .island_actor import IslandActor
 from .running import _Island
+from .warm_pool import pool_key
+
+#: wire bases of launches: a plan's channel ids are small numbers, each launch shifts them into its own range
+_WIRE_SPAN = 1 << 24
+_launches = itertools.count(1)
 
 
 def kill_actors(actors) -> None:
@@ -29,13 +37,14 @@ class IslandLauncher:
     """The islands of one graph, ready to be started as many times as recovery needs: per island its index, name,
     finished plan and actor options (``(index, name, plan, options, island_options)``)."""
 
-    __slots__ = ("islands", "settings", "checkpoint")
+    __slots__ = ("islands", "settings", "checkpoint", "pool")
 
     def __init__(self, islands: List[Tuple[int, str, Any, Dict[str, Any], dict]], settings,
-                 checkpoint: Optional[dict]):
+                 checkpoint: Optional[dict], pool=None):
         self.islands = islands
         self.settings = settings
         self.checkpoint = checkpoint  # storage and graph name of the checkpoints, or None
+        self.pool = pool  # the materializer's WarmActorPool, or None
 
     def launch(self, attempt: int, snapshots: Optional[Dict[int, Any]]) -> Tuple[List[_Island], List[list]]:
         """Create and build attempt ``attempt``'s actors (restoring each island from ``snapshots[index]`` when
@@ -44,13 +53,18 @@ class IslandLauncher:
         stage's own exception (a stage that failed while being built) or ``MaterializationError``."""
         settings = self.settings
         ckpt = None if self.checkpoint is None else dict(self.checkpoint, attempt=attempt)
+        wire_base = next(_launches) * _WIRE_SPAN
         actors: Dict[int, Any] = {}
         records = []
         for index, name, _plan, opts, island_opts in self.islands:
-            actor = IslandActor.options(**opts).remote(name)
+            key = pool_key(opts) if self.pool is not None else None
+            actor = self.pool.take(key) if key is not None else None
+            if actor is None:
+                actor = IslandActor.options(**opts).remote(name)
             actors[index] = actor
-            records.append(_Island(index, name, actor, island_opts))
-        starts = [actors[index].start.remote(plan, actors, settings, ckpt, snapshots.get(index) if snapshots else None)
+            records.append(_Island(index, name, actor, island_opts, wire_base, key))
+        starts = [actors[index].start.remote(plan, actors, settings, ckpt, snapshots.get(index) if snapshots else None,
+                                             wire_base)
                   for index, _name, plan, _opts, _io in self.islands]
         ready, pending = ray.wait(starts, num_returns=len(starts), timeout=settings.start_timeout)
         if pending:

@@ -59,6 +59,13 @@ class ExportTable:
         self._lock = threading.Lock()
         self._detached = False
 
+    def reset(self) -> None:
+        """Forget the ended island's handles (the actor is lent to another graph); ids keep counting, so a
+        late call for an old handle never reaches a new one."""
+        with self._lock:
+            self.handles = {}
+            self._detached = False
+
     def detach(self) -> Dict[int, Any]:
         with self._lock:
             self._detached = True
@@ -84,9 +91,9 @@ class ExportTable:
     def call(self, hid: int, method: str, args, kwargs) -> CallResult:
         """Call ``method`` on handle ``hid``; the outcome as a typed result for the driver's proxy."""
         with self._lock:
-            if self._detached:
-                return Detached()
-            obj = self.handles[hid]
+            obj = self.handles.get(hid)
+            if self._detached or obj is None:
+                return Detached()  # (an unknown id: a handle of an earlier island of this reused actor)
             try:
                 result = getattr(obj, method)(*args, **kwargs)
             except BaseException as e:  # noqa: BLE001 - the caller gets the original exception

@@ -9,11 +9,19 @@ the interpreter. Methods are split in three concurrency groups: ``data`` (one th
 terminal signals stay in order), ``signals`` (one thread: subscription, demand and cancellation, in
 order) and ``control`` (kill switches, the driver's ``poll`` and handle calls); the last two are
 served even while frames are queued.
+
+An actor whose island ended cleanly may be *reset* and lent to a later graph (``warm_pool``): ``reset`` drops
+everything the island left and refuses (the driver then kills the actor) while a thread the island started
+is still running. Each ``start`` gets a wire base, added to the plan's channel ids on the wire, and the
+coordinator's calls carry it as the actor's generation: a late call meant for an earlier graph finds no
+channel and no generation to act on.
 """
 from __future__ import annotations
 
 import logging
 import queue
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Dict, List, Optional
 
@@ -33,6 +41,7 @@ from .exports import ExportTable
 from .messages import (
     CheckpointAcked,
     CheckpointDeclined,
+    CheckpointRequested,
     FinalSnapshot,
     FutureCompleted,
     FutureFailed,
@@ -60,14 +69,15 @@ class ActorTransport:
     """Channels between island actors: an input boundary's publisher is the producing island's actor,
     reached by channel id (``refs``); frame size and window come from the Ray settings."""
 
-    def __init__(self, own_actor, peers: Dict[int, Any], settings):
+    def __init__(self, own_actor, peers: Dict[int, Any], settings, wire_base: int = 0):
         self.own_actor = own_actor
         self.peers = peers
         self.max_frame: int = settings.frame_size
         self.window: int = settings.channel_window
+        self.wire_base = wire_base  # added to channel ids on the wire (unique per started graph attempt)
 
     def publisher(self, island: int, channel: int) -> RemotePublisherRef:
-        return RemotePublisherRef(self.peers[island], channel, self.own_actor, self.window)
+        return RemotePublisherRef(self.peers[island], channel + self.wire_base, self.own_actor, self.window)
 
     def on_output(self, channel: int, boundary: OutputBoundary) -> None:
         pass  # the actor routes the subscriber's signals by channel id (``AssembledIsland.outputs``)
@@ -90,17 +100,59 @@ class IslandActor:
         self.ended = False
         self.checkpoint: Optional[dict] = None
         self.writer: Optional[ThreadPoolExecutor] = None
+        self.gen: Optional[int] = None  # the wire base of the graph attempt using the actor now
+        self._threads = _own_threads()  # what a fresh actor runs: reset refuses while more is left
+
+    @ray.method(concurrency_group="control")
+    def ready(self) -> bool:
+        """Answers once the actor process is up (warm actors started ahead of any graph)."""
+        return True
+
+    #: how long ``reset`` waits for threads the island started to end
+    RESET_THREAD_WAIT = 2.0
+
+    @ray.method(concurrency_group="control")
+    def reset(self) -> bool:
+        """Forget the ended island so that the actor can host another graph's island; False (not reusable)
+        while the island still runs or a thread it started has not ended within ``RESET_THREAD_WAIT``."""
+        if self.host is not None and not self.ended:
+            return False
+        deadline = time.monotonic() + self.RESET_THREAD_WAIT
+        while True:
+            left = [t for t in _own_threads() - self._threads if t.is_alive()]
+            if not left:
+                break
+            if time.monotonic() >= deadline:
+                log.info("island actor %s not reusable: threads left running: %s", self.name,
+                         [t.name for t in left])
+                return False
+            left[0].join(timeout=0.05)
+        self.host = None
+        self.outputs = {}
+        self.inputs = {}
+        self.exports.reset()
+        self.events = queue.Queue()
+        self.ended = False
+        self.checkpoint = None
+        self.writer = None
+        self.gen = None
+        return True
 
     # ------------------------------------------------------------------ lifecycle
     @ray.method(concurrency_group="control")
     def start(self, plan: IslandPlan, peers: Dict[int, Any], settings, checkpoint: Optional[dict] = None,
-              restore: Any = None) -> List[Any]:
+              restore: Any = None, wire_base: int = 0) -> List[Any]:
         """Build the island from ``plan``; returns the exported materialized values. ``checkpoint``: where the
         graph's checkpoints go (``storage``, ``graph``, ``attempt``), None without checkpoints; ``restore``: the
-        island's ``IslandSnapshot`` to start from."""
+        island's ``IslandSnapshot`` to start from; ``wire_base``: added to the plan's channel ids on the wire,
+        and the generation the coordinator's calls carry."""
+        if self.host is not None:
+            raise RuntimeError(f"island actor {self.name} already hosts an island (not reset)")
         me = ray.get_runtime_context().current_actor
+        self.name = plan.name
+        self.gen = wire_base
         host = ThreadHost(plan.name, event_limit=settings.event_limit)
-        transport = ActorTransport(me, peers, settings)
+        transport = ActorTransport(me, peers, settings, wire_base)
         island = assemble_island(plan, transport, host, _ActorContextMaterializer(settings), settings, restore=restore)
         host.interpreter = island.interpreter
         host.before_init = replay_hook(island)
@@ -110,8 +162,8 @@ class IslandActor:
             host.checkpointer = IslandCheckpointer(host, island.interpreter, plan.index, plan.name, island.keys,
                                                    island_fingerprint(plan), self._checkpoint_report,
                                                    attempt=checkpoint.get("attempt", 0))
-        self.outputs = island.outputs
-        self.inputs = island.inputs
+        self.outputs = {ch + wire_base: b for ch, b in island.outputs.items()}
+        self.inputs = {ch + wire_base: b for ch, b in island.inputs.items()}
         self.exports.on_future_done = self._future_done
         exported = [self.exports.export(m, me, plan.name) for m in island.materialized]
         host.on_done = self._island_done
@@ -129,6 +181,8 @@ class IslandActor:
         """The island's checkpointer answered checkpoint ``n`` (island thread): write the blob off that thread."""
         if kind == "ack":
             self.writer.submit(self._write_blob, island, n, payload)
+        elif kind == "request":
+            self.events.put(CheckpointRequested())
         else:
             self.events.put(CheckpointDeclined(n, portable_exception(payload)))
 
@@ -143,21 +197,21 @@ class IslandActor:
         self.events.put(CheckpointAcked(n, entry))
 
     @ray.method(concurrency_group="control")
-    def inject_checkpoint(self, n: int) -> None:
+    def inject_checkpoint(self, n: int, gen: int) -> None:
         """The coordinator triggered checkpoint ``n``."""
-        if self.host is not None and self.host.checkpointer is not None:
+        if gen == self.gen and self.host is not None and self.host.checkpointer is not None:
             self.host.post(self.host.checkpointer.inject, n)
 
     @ray.method(concurrency_group="control")
-    def abort_checkpoint(self, n: int) -> None:
+    def abort_checkpoint(self, n: int, gen: int) -> None:
         """The coordinator gave checkpoint ``n`` up."""
-        if self.host is not None and self.host.checkpointer is not None:
+        if gen == self.gen and self.host is not None and self.host.checkpointer is not None:
             self.host.post(self.host.checkpointer.abort, n)
 
     @ray.method(concurrency_group="control")
-    def checkpoint_complete(self, n: int) -> None:
+    def checkpoint_complete(self, n: int, gen: int) -> None:
         """The coordinator wrote checkpoint ``n``'s manifest: phase 2 of the island's two-phase commits."""
-        if self.host is not None and self.host.checkpointer is not None:
+        if gen == self.gen and self.host is not None and self.host.checkpointer is not None:
             self.host.post(self.host.checkpointer.complete, n)
 
     @ray.method(concurrency_group="control")
@@ -221,9 +275,9 @@ class IslandActor:
         return d
 
     @ray.method(concurrency_group="control")
-    def cancel_island(self, cause: BaseException) -> None:
+    def cancel_island(self, cause: BaseException, gen: int) -> None:
         """Fail every stage of the island with ``cause``."""
-        if self.host is not None:
+        if gen == self.gen and self.host is not None:
             self.host.cancel(cause)
 
     @ray.method(concurrency_group="control")
@@ -290,3 +344,8 @@ class IslandActor:
         b = self.outputs.get(ch)
         if b is not None:
             b.publisher_ref.cancel(cause)
+
+
+def _own_threads() -> set:
+    """The Python threads of this process that Python started (not Ray's call threads seen from Python)."""
+    return {t for t in threading.enumerate() if not isinstance(t, threading._DummyThread)}

@@ -58,6 +58,11 @@ class CheckpointDeclined:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointRequested:
+    """A stage of the island wants a checkpoint soon (a sink whose stream ended waits for its final commit)."""
+
+
+@dataclass(frozen=True, slots=True)
 class FinalSnapshot:
     """The island ended cleanly: ``data`` is its final snapshot (answers every later checkpoint); sent
     right before ``IslandEnded``."""
@@ -65,7 +70,8 @@ class FinalSnapshot:
     data: bytes
 
 
-PollEvent = Union[FutureCompleted, FutureFailed, IslandEnded, CheckpointAcked, CheckpointDeclined, FinalSnapshot]
+PollEvent = Union[FutureCompleted, FutureFailed, IslandEnded, CheckpointAcked, CheckpointDeclined, CheckpointRequested,
+                  FinalSnapshot]
 
 
 # ---------------------------------------------------------------------------------------------- handle calls

@@ -6,6 +6,10 @@ and ``run`` returns as soon as every island has started and reported its materia
 graph's materialized value is computed on the driver with the traversal's stack language from those
 values. An island whose actor cannot be scheduled within ``start_timeout`` seconds (resources nowhere
 available) fails the run with ``IslandScheduleTimeoutError`` instead of hanging.
+
+Island actors are reused: when a graph ends cleanly its actors are reset and kept in a ``WarmActorPool``
+(by actor options) for ``warm_idle_timeout`` seconds, so the next graph starts without new worker
+processes; ``warm_actors=n`` starts n ahead of the first graph; ``shutdown()`` kills the idle ones.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from ...materializer.driver_prep import DriverContext
 from .plan import RecordingPhase
 from .recovery import GraphRecovery
 from .running import RayIslandPort, RayRunningGraph
+from .warm_pool import WarmActorPool, pool_key
 
 log = logging.getLogger("atoll.ray")
 
@@ -89,20 +94,56 @@ def ensure_ray(address: Optional[str] = None, **init_kwargs) -> None:
 
 class RayMaterializer(Materializer):
     """See the module docstring. ``address``: a Ray cluster address (``"auto"`` to join the local
-    node's cluster); ``ray_init``: extra ``ray.init`` keyword arguments; other keywords are settings
+    node's cluster); ``ray_init``: extra ``ray.init`` keyword arguments; ``reuse_actors``: keep the actors
+    of cleanly ended graphs for the next ones (``warm_idle_timeout`` seconds); ``warm_actors``: island
+    actors (default options) started now, ahead of the first graph; other keywords are settings
     (``input_buffer``, ``channel_window``, ``start_timeout``, ``fusion`` ...)."""
 
-    def __init__(self, address: Optional[str] = None, ray_init: Optional[dict] = None, checkpoint=None, **settings):
+    def __init__(self, address: Optional[str] = None, ray_init: Optional[dict] = None, checkpoint=None,
+                 reuse_actors: bool = True, warm_actors: int = 0, warm_idle_timeout: float = 60.0, **settings):
         super().__init__(RaySettings(**settings))
+        if not isinstance(warm_actors, int) or isinstance(warm_actors, bool) or warm_actors < 0:
+            raise ValueError(f"Materializer.ray: warm_actors must be an int >= 0, got {warm_actors!r}")
+        if not isinstance(warm_idle_timeout, (int, float)) or warm_idle_timeout <= 0:
+            raise ValueError(f"Materializer.ray: warm_idle_timeout must be > 0 seconds, got {warm_idle_timeout!r}")
+        if warm_actors and not reuse_actors:
+            raise ValueError("Materializer.ray: warm_actors needs reuse_actors=True")
         self.checkpoint = checkpoint
         self.address = address
         ensure_ray(address, **(ray_init or {}))
+        self._pool: Optional[WarmActorPool] = WarmActorPool(float(warm_idle_timeout)) if reuse_actors else None
+        if warm_actors:
+            self._start_warm(warm_actors)
+
+    def _start_warm(self, n: int) -> None:
+        """Create ``n`` island actors with the default options and keep them in the pool (not waited for)."""
+        from .island_actor import IslandActor
+
+        opts = self._default_actor_options({})
+        key = pool_key(opts)
+        for i in range(n):
+            actor = IslandActor.options(**opts).remote(f"warm-{i}")
+            self._pool.add_fresh(key, actor, actor.ready.remote())
+
+    def shutdown(self, cause: Optional[BaseException] = None) -> None:
+        """Refuse new graphs, cancel the running ones and kill the warm actors."""
+        super().shutdown(cause)
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    @property
+    def warm_pool(self) -> Optional[WarmActorPool]:
+        """The idle island actors kept for the next graphs (None with ``reuse_actors=False``)."""
+        return self._pool
 
     def __repr__(self):
         return f"Materializer.ray(address={self.address!r})"
 
     def _actor_options(self, phase: RecordingPhase) -> Dict[str, Any]:
-        opts = dict(phase.options)
+        return self._default_actor_options(phase.options)
+
+    def _default_actor_options(self, island_options: Dict[str, Any]) -> Dict[str, Any]:
+        opts = dict(island_options)
         opts.setdefault("num_cpus", self.settings.default_num_cpus)
         opts.setdefault("max_restarts", 0)
         opts.setdefault("max_task_retries", 0)
@@ -141,11 +182,11 @@ class RayMaterializer(Materializer):
             storage, first_id = open_storage(self.checkpoint, build.name, restored_from)
             ckpt = {"storage": self.checkpoint.storage, "graph": build.name, "attempt": 0}
         launcher = IslandLauncher([(p.index, p.name, p.finish_plan(), self._actor_options(p), p.options)
-                                   for p in phases], settings, ckpt)
+                                   for p in phases], settings, ckpt, self._pool)
         islands, results = launcher.launch(0, snapshots)
-        running = RayRunningGraph(build.name, islands, self._unregister)
+        running = RayRunningGraph(build.name, islands, self._unregister, self._pool)
         if checkpointing:
-            ports = [(i.index, i.name, RayIslandPort(i.actor)) for i in islands]
+            ports = [(i.index, i.name, RayIslandPort(i)) for i in islands]
             new_coordinator(self.checkpoint, storage, first_id, ports, running, restored_from, restore_storage).start()
         for hold in driver.holds:
             hold.bind(running.hold(hold.phase.index))

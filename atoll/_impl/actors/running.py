@@ -3,7 +3,9 @@
 Each island actor is watched by one outstanding ``poll`` call at a time (completed through the
 ObjectRef's future callback, so no driver thread is needed). Poll events complete the driver-side
 futures of the island's materialized values and report the island's end, after which its actor is
-killed. A poll that fails because the actor died (crash, ``ray.kill``, node loss) becomes an
+killed - or, when the whole graph ended cleanly and the materializer keeps warm actors, reset and given
+back to its ``WarmActorPool`` for the next graph. A poll that fails because the actor died (crash,
+``ray.kill``, node loss) becomes an
 ``IslandDiedError`` naming the island: it fails that island's futures and cancels every other island
 with it, so the whole graph ends and no actor is left behind.
 """
@@ -20,7 +22,15 @@ from ...errors import AbruptTerminationError, IslandDiedError
 from ...materializer.running_graph import RunningGraphBase
 from ..ops.base import complete_promise, fail_promise, new_promise
 from .exports import ExportedFuture, ExportedHandle, RemoteKillSwitch
-from .messages import CheckpointAcked, CheckpointDeclined, FinalSnapshot, FutureCompleted, FutureFailed, IslandEnded
+from .messages import (
+    CheckpointAcked,
+    CheckpointDeclined,
+    CheckpointRequested,
+    FinalSnapshot,
+    FutureCompleted,
+    FutureFailed,
+    IslandEnded,
+)
 
 log = logging.getLogger("atoll.ray")
 
@@ -61,13 +71,18 @@ def _monitor() -> _MonitorThread:
 
 class _Island:
     __slots__ = ("index", "name", "actor", "ended", "state", "futures", "handles", "error", "options", "unavailable",
-                 "holds", "kill_pending", "final", "stale", "deferred")
+                 "holds", "kill_pending", "final", "stale", "deferred", "gen", "pool_key", "clean",
+                 "disposed")
 
-    def __init__(self, index: int, name: str, actor, options: dict):
+    def __init__(self, index: int, name: str, actor, options: dict, gen: int = 0, pool_key=None):
         self.index = index
         self.name = name
         self.actor = actor
         self.options = options
+        self.gen = gen  # the attempt's wire base: the generation the actor's control calls carry
+        self.pool_key = pool_key  # the warm pool's key of the actor's options (None: never pooled)
+        self.clean = False  # ended completed, without error: the actor may be reused
+        self.disposed = False  # the actor was killed or given back to the warm pool
         self.ended = False
         self.state = "running"
         self.futures: Dict[int, Future] = {}
@@ -82,23 +97,24 @@ class _Island:
 
 
 class RayIslandPort:
-    """How the checkpoint coordinator reaches an island actor."""
+    """How the checkpoint coordinator reaches an island actor (its calls carry the attempt's generation)."""
 
-    __slots__ = ("actor",)
+    __slots__ = ("actor", "gen")
 
     STATUS_TIMEOUT = 5.0
 
-    def __init__(self, actor):
-        self.actor = actor
+    def __init__(self, island: _Island):
+        self.actor = island.actor
+        self.gen = island.gen
 
     def inject(self, checkpoint_id: int) -> None:
-        self.actor.inject_checkpoint.remote(checkpoint_id)
+        self.actor.inject_checkpoint.remote(checkpoint_id, self.gen)
 
     def abort(self, checkpoint_id: int) -> None:
-        self.actor.abort_checkpoint.remote(checkpoint_id)
+        self.actor.abort_checkpoint.remote(checkpoint_id, self.gen)
 
     def complete(self, checkpoint_id: int) -> None:
-        self.actor.checkpoint_complete.remote(checkpoint_id)
+        self.actor.checkpoint_complete.remote(checkpoint_id, self.gen)
 
     def status(self) -> dict:
         return ray.get(self.actor.checkpoint_status.remote(), timeout=self.STATUS_TIMEOUT)
@@ -109,10 +125,14 @@ class RayRunningGraph(RunningGraphBase):
 
     POLL_SECONDS = 10.0
 
-    def __init__(self, name: str, islands: List[_Island], on_end: Optional[Callable[["RayRunningGraph"], None]] = None):
+    def __init__(self, name: str, islands: List[_Island], on_end: Optional[Callable[["RayRunningGraph"], None]] = None,
+                 pool=None):
         super().__init__(name, islands, on_end)
         self._recovery = None  # a GraphRecovery when the graph checkpoints and may restart
         self._recovering = False
+        self._pool = pool  # the materializer's WarmActorPool (None: actors are killed when their island ends)
+        self._reuse: Optional[bool] = None  # decided when the graph finished: give its actors back?
+        self._cleanups.append(self._return_actors)
 
     @property
     def restarts(self) -> int:
@@ -201,6 +221,9 @@ class RayRunningGraph(RunningGraphBase):
                 case CheckpointDeclined(checkpoint_id=n, reason=reason):
                     if self._coordinator is not None:
                         self._coordinator.report("decline", island.index, n, reason)
+                case CheckpointRequested():
+                    if self._coordinator is not None:
+                        self._coordinator.report("request", island.index, 0, None)
                 case FinalSnapshot(data=data):
                     island.final = data
                 case IslandEnded(state=state, error=error, copies=copies, failure=failure):
@@ -213,13 +236,16 @@ class RayRunningGraph(RunningGraphBase):
                             fail_promise(fut, err)
                     if self._coordinator is not None:
                         self._coordinator.island_ended(island.index, island.final, island.final is None)
-                    self._island_ended(island, state, error, copies)
+                    self._island_ended(island, state, error, copies, failure is None)
                     return
                 case _:
                     log.error("island %s: unknown poll event %r", island.name, ev)
         self._poll(island)
 
-    def _island_ended(self, island: _Island, state: str, error: Optional[BaseException], copies: dict) -> None:
+    def _island_ended(self, island: _Island, state: str, error: Optional[BaseException], copies: dict,
+                      no_failure: bool = False) -> None:
+        """``island`` ended (``no_failure``: no stream failure passed through it either): its handles detach,
+        its unfinished futures fail, and its actor is disposed of (``_dispose``)."""
         with self._lock:
             if island.ended:
                 return
@@ -230,15 +256,41 @@ class RayRunningGraph(RunningGraphBase):
             proxy._detached(copies.get(hid))
         for fut in island.futures.values():
             fail_promise(fut, AbruptTerminationError(f"island {island.name!r} ended before this value completed"))
+        island.clean = (self._pool is not None and island.pool_key is not None and no_failure and state == "completed"
+                        and error is None)  # a named actor (no pool key) is killed at once, its name freed early
         with self._lock:
             held = island.holds > 0
             island.kill_pending = held
         if not held:
+            self._dispose(island)
+        self._maybe_finish()
+
+    def _dispose(self, island: _Island) -> None:
+        """The ended island's actor is no longer needed: kill it, or give it back to the warm pool once the
+        whole graph ended cleanly (until then a clean island's actor waits, idle)."""
+        with self._lock:
+            if island.disposed or (island.clean and self._reuse is None):
+                return
+            island.disposed = True
+            reuse = island.clean and self._reuse
+        if reuse:
+            self._pool.give(island.pool_key, island.actor)
+        else:
             try:
                 ray.kill(island.actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        self._maybe_finish()
+
+    def _return_actors(self) -> None:
+        """The graph ended (a clean-up): its actors go back to the warm pool only when every island completed
+        cleanly, the graph was neither cancelled nor restarted; otherwise the waiting ones are killed."""
+        if self._pool is None:
+            return
+        with self._lock:
+            self._reuse = not self._cancelled and self.restarts == 0 and all(i.clean for i in self._islands)
+            free = [i for i in self._islands if i.ended and i.holds == 0]
+        for island in free:
+            self._dispose(island)
 
     def hold(self, index: int) -> Callable[[], None]:
         """Keep island ``index``'s actor after its island ended until the returned release is called (the
@@ -254,10 +306,7 @@ class RayRunningGraph(RunningGraphBase):
                 if kill:
                     island.kill_pending = False
             if kill:
-                try:
-                    ray.kill(island.actor, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
+                self._dispose(island)
 
         return release
 
@@ -284,7 +333,7 @@ class RayRunningGraph(RunningGraphBase):
         for other in self._islands:
             if not other.ended:
                 try:
-                    other.actor.cancel_island.remote(err)
+                    other.actor.cancel_island.remote(err, other.gen)
                 except Exception:  # noqa: BLE001
                     pass
         try:
@@ -347,7 +396,7 @@ class RayRunningGraph(RunningGraphBase):
             self._islands = records
             self._recovering = False
         restored_id = getattr(restored, "id", restored)
-        self._coordinator.resume([(r.index, r.name, RayIslandPort(r.actor)) for r in records], attempt, restored_id)
+        self._coordinator.resume([(r.index, r.name, RayIslandPort(r)) for r in records], attempt, restored_id)
         for proxy, value in rebinds:
             proxy._rebind(value)
         try:
@@ -389,7 +438,7 @@ class RayRunningGraph(RunningGraphBase):
     def _cancel_island(self, island: _Island, cause: BaseException) -> None:
         if not island.ended:
             try:
-                island.actor.cancel_island.remote(cause)
+                island.actor.cancel_island.remote(cause, island.gen)
             except Exception:  # noqa: BLE001
                 pass
 

@@ -241,9 +241,7 @@ class CheckpointCoordinator:
             return  # a late answer of the replaced attempt
         if kind == "trigger":
             self._trigger(event[1])
-        elif kind == "request" or (kind == "decline" and event[2] == 0):
-            # (the Ray island actor forwards every report other than an ack as a decline: checkpoint ids start
-            # at 1, so a decline of 0 is its rendering of a request)
+        elif kind == "request":
             want = self._next_id if self._pending is None else self._pending.id + 1
             self._want_from = want if self._want_from is None else min(self._want_from, want)
         elif kind == "ack":
