@@ -410,3 +410,57 @@ def test_combined_timestamp_crosses_ray_islands(ray_mat):
     got = _grouped_then_windowed().run_with(Sink.seq(), ray_mat).result(60)
     assert got == [Window(None, 0, 10, [[1, 2]]), Window(None, 10, 20, [[12, 9]]), Window(None, 20, 30, [[25, 23]])]
     assert_all_stages_stopped(ray_mat, timeout=15.0)
+
+
+# ============================================================================ checkpoints keep the combined timestamps
+
+
+def _combined_then_windowed(flow_of):
+    from atoll.testkit.round_trip import checkpoint_round_trip  # noqa: F401 - imported by the test below
+
+    def make():
+        # in every four elements the first has the largest timestamp (39 after the group's base, the others
+        # 1-3): a combined element lands in the window of its max timestamp, which a restored stage knows only
+        # if its checkpoint kept the timestamps of the elements it held
+        src = Source.range(0, 160).map(lambda i: (i // 4 * 40 + (39 if i % 4 == 0 else i % 4), i)).with_timestamps(
+            lambda e: e[0], max_out_of_orderness=40)
+        return flow_of(src).tumbling_window(10, aggregate=Aggregate.collect())
+    return make
+
+
+COMBINERS = {
+    "grouped": lambda s: s.grouped(4),
+    "sliding": lambda s: s.sliding(4, 3),
+    "fold": lambda s: s.fold(0, lambda a, e: a + e[1]),
+    "reduce": lambda s: s.map(lambda e: e[1]).reduce(lambda a, b: a + b),
+}
+
+
+@pytest.mark.parametrize("name,at", [(name, at) for name in sorted(COMBINERS)
+                                     for at in ((0, 1, 5, 17) if name in ("grouped", "sliding") else (0,))])
+def test_checkpoint_round_trip_keeps_combined_timestamps(name, at, tmp_path):
+    from atoll.testkit.round_trip import checkpoint_round_trip
+
+    expected, got = checkpoint_round_trip(_combined_then_windowed(COMBINERS[name]), at=at, storage=str(tmp_path))
+    assert got == expected and expected
+
+
+def test_merge_latest_keeps_the_timestamp_a_waiting_list_had_when_it_was_made(mat):
+    def build(bb, pa, pb, out):
+        m = bb.add(MergeLatest(2))
+        pa.out >> m.in_(0)
+        pb.out >> m.in_(1)
+        m.out >> out.in_
+        return ClosedShape
+
+    pa, pb, snk = RunnableGraph.from_graph(GraphDSL.create(
+        build, TestSource.probe(event_time=True), TestSource.probe(event_time=True),
+        TestSink.probe(event_time=True, signals=False))).run(mat)
+    pa.send_next(1, ts=6)
+    pb.send_next(2, ts=2)   # [1, 2] waits for demand, made at max(6, 2)
+    pa.send_next(3, ts=1)   # [3, 2] waits too, made at max(1, 2)
+    snk.request(2)
+    expect(snk, ([1, 2], 6), ([3, 2], 2))
+    pa.send_complete()
+    pb.send_complete()
+    snk.expect_complete()

@@ -200,10 +200,10 @@ class _FoldFlowLogic(FoldedMax, ChunkFlow, FlowLogic):
         self.acc_ts = None
 
     def save_to_snapshot(self):
-        return snapshot_copy(self.acc)
+        return self.timed(snapshot_copy(self.acc))
 
     def restore_from_snapshot(self, state) -> None:
-        self.acc = state
+        self.acc = self.untimed(state)
 
 
 # ---------------------------------------------------------------------------------------------- reduce
@@ -259,10 +259,10 @@ class _ReduceLogic(FoldedMax, FlowLogic):
         self.acc_ts = None
 
     def save_to_snapshot(self):
-        return None if self.acc is _EMPTY else (snapshot_copy(self.acc),)
+        return None if self.acc is _EMPTY else self.timed((snapshot_copy(self.acc),))
 
     def restore_from_snapshot(self, state) -> None:
-        self.acc = _EMPTY if state is None else state[0]
+        self.acc = _EMPTY if state is None else self.untimed(state)[0]
 
 
 # ---------------------------------------------------------------------------------------------- windows
@@ -375,12 +375,16 @@ class _WindowLogic(SuffixStamps, ChunkFlow, FlowLogic):
 
     def save_to_snapshot(self):
         # the chunk form's elements not yet stepped (inq[pos:]) and the signals held behind them are state
-        return (self.window_state(), self.received, self.settled, list(self.inq[self.pos:]),
-                [list(m) for m in self.marks])
+        state = (self.window_state(), self.received, self.settled, list(self.inq[self.pos:]),
+                 [list(m) for m in self.marks])
+        stamps = self.stamp_state()  # event time: the timestamps of the elements held
+        return state if stamps is None else state + (stamps,)
 
     def restore_from_snapshot(self, state) -> None:
-        ws, self.received, self.settled, inq, marks = state
+        ws, self.received, self.settled, inq, marks = state[:5]
         self.restore_window_state(ws)
+        if len(state) > 5:
+            self.restore_stamp_state(state[5])
         self.inq, self.pos = list(inq), 0
         self.marks = [list(m) for m in marks]
 

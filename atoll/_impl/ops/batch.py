@@ -154,13 +154,15 @@ class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
         agg = self.agg if self.agg is _NONE else snapshot_copy(self.agg)
         return {"agg": None if agg is _NONE else (agg,), "left": self.left,
                 "pending": None if self.pending is _NONE else (self.pending,),
-                "ts": (self.agg_ts, self.pending_ts), "clock": event_clock_state(self)}
+                "ts": (self.agg_ts, self.pending_ts, self.agg_max), "clock": event_clock_state(self)}
 
     def restore_from_snapshot(self, state) -> None:
         self.agg = _NONE if state["agg"] is None else state["agg"][0]
         self.pending = _NONE if state["pending"] is None else state["pending"][0]
         self.left = state["left"]
-        self.agg_ts, self.pending_ts = state["ts"]
+        ts = state["ts"]
+        self.agg_ts, self.pending_ts = ts[0], ts[1]
+        self.agg_max = ts[2] if len(ts) > 2 else ts[0]
         restore_event_clock(self, state["clock"])  # the watermark hold on the elements kept
 
     def pre_start(self) -> None:

@@ -277,9 +277,17 @@ class _GroupedAdjacentByLogic(_ElementWindowLogic):
     apply."""
 
     pending_ts = None
+    timed = False  # event time is on (checkpoints then save the groups' timestamps)
 
     def enable_event_time(self) -> None:
         FlowLogic.enable_event_time(self)  # plain stamped grab/push: groups are stamped here
+        self.timed = True
+
+    def stamp_state(self):
+        return (self.buf_ts, self.pending_ts) if self.timed else None
+
+    def restore_stamp_state(self, state) -> None:
+        self.buf_ts, self.pending_ts = state
 
     def __init__(self, stage: GroupedAdjacentBy, decider):
         self.fn = stage.fn

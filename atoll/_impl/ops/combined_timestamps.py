@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import islice
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from ...stage.logic import GraphStageLogic
 
@@ -30,6 +30,14 @@ def latest(stamps: Iterable[Any]) -> Optional[Any]:
         if t is not None and (best is None or t > best):
             best = t
     return best
+
+
+class Timed(NamedTuple):
+    """Checkpoint state with the timestamp that goes with it (event-time graphs only; plain graphs save the
+    state alone, as before)."""
+
+    state: Any
+    ts: Any
 
 
 class LatestPerInput:
@@ -81,6 +89,15 @@ class SuffixStamps:
         self.stamps.append(self._ts)
         return elem
 
+    def stamp_state(self) -> Any:
+        """The timestamps as checkpoint data (None outside event time)."""
+        return None if self.stamps is None else list(self.stamps)
+
+    def restore_stamp_state(self, state: Any) -> None:
+        if self.stamps is not None:
+            self.stamps.clear()
+            self.stamps.extend(state)
+
     def _push_suffix(self, out, elem: Any, ts: Any = None) -> None:
         GraphStageLogic._push_stamped(self, out, elem, self.suffix_ts(len(elem)) if ts is None else ts)
         st = self.stamps
@@ -95,6 +112,17 @@ class FoldedMax:
     ``acc_ts`` with the accumulator."""
 
     acc_ts = None
+
+    def timed(self, state: Any) -> Any:
+        """``state`` for a checkpoint, with ``acc_ts`` when there is one."""
+        return state if self.acc_ts is None else Timed(state, self.acc_ts)
+
+    def untimed(self, state: Any) -> Any:
+        """The state saved by ``timed``; ``acc_ts`` restored on the way."""
+        if type(state) is Timed:
+            self.acc_ts = state.ts
+            return state.state
+        return state
 
     def enable_event_time(self) -> None:
         super().enable_event_time()

@@ -31,7 +31,7 @@ from ...stage.ports import Inlet, Outlet
 from ...stage.shapes import FanInShapeN, MergePreferredShape, UniformFanInShape
 from ...stage.supervision import Supervision, decide
 from .base import decider_of, require_bool as _require_bool, require_callable, require_int
-from .combined_timestamps import LatestPerInput
+from .combined_timestamps import LatestPerInput, latest
 
 _NONE = object()  # "no value yet" (elements are never None, but a private marker reads clearer)
 
@@ -1034,7 +1034,6 @@ class MergeLatest(_FanInStage):
 
 
 class _MergeLatestLogic(LatestPerInput, GraphStageLogic, OutHandler):
-    # event time: an output carries the max timestamp of the latest elements it lists (LatestPerInput)
     """Element form only, on purpose: every arrival is emitted as its own list of the latest values,
     and which lists exist depends on how arrivals interleave with pulls. A chunk form would still make
     one output per input element (nothing to batch but the port events) and would sample other lists
@@ -1043,7 +1042,8 @@ class _MergeLatestLogic(LatestPerInput, GraphStageLogic, OutHandler):
 
     The lists waiting for demand sit in ``queue`` with the input to pull once each is out (an ``emit``
     with a continuation, written out so that a checkpoint can save it); a signal heard meanwhile waits in
-    the queue behind them."""
+    the queue behind them. Event time: a list carries the max timestamp of the latest elements it lists, taken
+    when the list is made (``LatestPerInput``)."""
 
     def __init__(self, stage: MergeLatest):
         super().__init__(stage.shape)
@@ -1061,16 +1061,21 @@ class _MergeLatestLogic(LatestPerInput, GraphStageLogic, OutHandler):
 
     # checkpoint state: the latest value per input and the lists (and signals) waiting for demand
     def save_to_snapshot(self):
-        return {"latest": [(m is not _NONE, None if m is _NONE else m) for m in self.messages],
-                "queue": list(self.queue)}
+        state = {"latest": [(m is not _NONE, None if m is _NONE else m) for m in self.messages],
+                 "queue": list(self.queue)}
+        if self.in_stamps is not None:
+            state["stamps"] = list(self.in_stamps)
+        return state
 
     def restore_from_snapshot(self, state) -> None:
         self.messages = [m if has else _NONE for has, m in state["latest"]]
         self.missing = sum(1 for m in self.messages if m is _NONE)
         self.queue = deque(state["queue"])
+        if self.in_stamps is not None and "stamps" in state:
+            self.in_stamps = list(state["stamps"])
 
     def pre_start(self):
-        waiting = {i for _, i in self.queue if i is not None}
+        waiting = {entry[1] for entry in self.queue if entry[1] is not None}
         for i, in_ in enumerate(self.ins):
             if i not in waiting:
                 self.try_pull(in_)
@@ -1086,8 +1091,10 @@ class _MergeLatestLogic(LatestPerInput, GraphStageLogic, OutHandler):
                 if not self.queue and self.is_available(self.out):
                     self.push(self.out, list(self.messages))
                     self.try_pull(in_)
-                else:
+                elif self.in_stamps is None:
                     self.queue.append((list(self.messages), i))
+                else:  # event time: the list keeps the timestamp it has now, whatever arrives meanwhile
+                    self.queue.append((list(self.messages), i, latest(self.in_stamps)))
             else:
                 self.try_pull(in_)
 
@@ -1114,11 +1121,12 @@ class _MergeLatestLogic(LatestPerInput, GraphStageLogic, OutHandler):
     def on_pull(self):
         queue = self.queue
         while queue:
-            item, i = queue.popleft()
+            entry = queue.popleft()
+            item, i = entry[0], entry[1]
             if i is None:
                 super().on_signal(item)
                 continue
-            self.push(self.out, item)
+            self.push(self.out, item, entry[2] if len(entry) > 2 else None)
             if not self.completing:
                 self.try_pull(self.ins[i])
             while queue and queue[0][1] is None:  # signals right behind the list go with it
@@ -1444,10 +1452,15 @@ class _ZipLatestWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
     # checkpoint state: the latest value per input and whether it went out already (whether downstream
     # waits is demand, re-formed by its pull)
     def save_to_snapshot(self):
-        return {"latest": [(v is not _NONE, None if v is _NONE else v) for v in self.values], "stale": self.stale}
+        state = {"latest": [(v is not _NONE, None if v is _NONE else v) for v in self.values], "stale": self.stale}
+        if self.in_stamps is not None:
+            state["stamps"] = list(self.in_stamps)
+        return state
 
     def restore_from_snapshot(self, state) -> None:
         self.values = [v if has else _NONE for has, v in state["latest"]]
+        if self.in_stamps is not None and "stamps" in state:
+            self.in_stamps = list(state["stamps"])
         self.missing = sum(1 for v in self.values if v is _NONE)
         self.stale = state["stale"]
 
