@@ -33,7 +33,7 @@ from atoll import (  # noqa: E402
     Window,
     ZipWith,
 )
-from atoll._impl.ops import collection, combined_timestamps  # noqa: E402
+from atoll._impl.ops import collection, combined_timestamps, fan_in  # noqa: E402
 from atoll.testkit import TestSink, TestSource, assert_all_stages_stopped  # noqa: E402
 
 RESUME = Attributes.supervision_strategy(Supervision.resuming_decider)
@@ -369,6 +369,7 @@ def test_graphs_without_event_time_never_compute_combined_timestamps(mat, monkey
     monkeypatch.setattr(combined_timestamps, "latest", boom)
     monkeypatch.setattr(combined_timestamps, "later", boom)
     monkeypatch.setattr(collection, "later", boom)
+    monkeypatch.setattr(fan_in, "latest", boom)
     src = Source.range(0, 10)
     flows = [Flow().grouped(3), Flow().sliding(3, 2), Flow().take_last(2), Flow().grouped_weighted(4, lambda x: 1),
              Flow().grouped_adjacent_by(lambda x: x // 4), Flow().fold(0, lambda a, x: a + x),
@@ -377,6 +378,15 @@ def test_graphs_without_event_time_never_compute_combined_timestamps(mat, monkey
         assert src.via(f).run_with(Sink.seq(), mat).result(5)
     assert src.zip(src).run_with(Sink.seq(), mat).result(5)[0] == (0, 0)
     assert src.zip_latest(Source.single(1)).run_with(Sink.seq(), mat).result(5)
+
+    def merge_latest(bb, out):
+        m = bb.add(MergeLatest(2))
+        bb.add(Source.range(0, 5)).out >> m.in_(0)
+        bb.add(Source.range(0, 5)).out >> m.in_(1)
+        m.out >> out.in_
+        return ClosedShape
+
+    assert RunnableGraph.from_graph(GraphDSL.create(merge_latest, Sink.seq())).run(mat).result(5)
 
 
 # ============================================================================ Ray: a combining stage in its own island
