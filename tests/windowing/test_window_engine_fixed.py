@@ -9,6 +9,7 @@ import pytest
 
 from atoll._impl.ops.window_engine import WindowEngine
 from atoll._impl.ops.window_engine_fixed import FixedWindowEngine, PaneSlidingEngine, TumblingEngine
+from atoll._impl.ops.window_engine_panes import EarlyPaneSlidingEngine
 from atoll.errors import StreamError, TooManyWindowsError
 from atoll.windowing import Aggregate, Late, Sliding, Tumbling, WindowStats
 
@@ -31,7 +32,8 @@ def test_the_engine_class_follows_the_shape():
     assert type(sliding(10, 5, aggregate=Aggregate.sum())) is PaneSlidingEngine
     assert type(sliding(10, 5, aggregate=Aggregate.fold(0, lambda a, e: a + e))) is FixedWindowEngine
     assert type(sliding(10, 5, aggregate=Aggregate.sum(), early_count=2)) is FixedWindowEngine
-    assert type(sliding(10, 5, aggregate=Aggregate.sum(), early_every=1.0)) is FixedWindowEngine
+    assert type(sliding(10, 5, aggregate=Aggregate.sum(), early_every=1.0)) is EarlyPaneSlidingEngine
+    assert type(sliding(10, 5, aggregate=Aggregate.sum(), early_every=1.0, accumulate=False)) is FixedWindowEngine
     assert type(sliding(1.5, 0.5, aggregate=Aggregate.sum())) is FixedWindowEngine
     assert isinstance(tumbling(), WindowEngine)
 

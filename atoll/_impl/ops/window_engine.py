@@ -48,12 +48,17 @@ class WindowEngine(ABC):
     def __new__(cls, name: str, spec: Any, *args: Any, **kwargs: Any) -> "WindowEngine":
         if cls is WindowEngine:
             from .window_engine_fixed import FixedWindowEngine, TumblingEngine
-            from .window_engine_panes import PaneSlidingEngine
+            from .window_engine_panes import EarlyPaneSlidingEngine, PaneSlidingEngine
             from .window_engine_session import SessionEngine
             if isinstance(spec, Tumbling):
                 cls = TumblingEngine
             elif isinstance(spec, Sliding):
-                cls = PaneSlidingEngine if PaneSlidingEngine.applies(spec, *args, **kwargs) else FixedWindowEngine
+                if PaneSlidingEngine.applies(spec, *args, **kwargs):
+                    cls = PaneSlidingEngine
+                elif EarlyPaneSlidingEngine.applies(spec, *args, **kwargs):
+                    cls = EarlyPaneSlidingEngine  # processing-time early firings, accumulating
+                else:
+                    cls = FixedWindowEngine
             elif isinstance(spec, Session):
                 cls = SessionEngine
             else:
