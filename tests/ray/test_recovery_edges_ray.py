@@ -142,6 +142,8 @@ def test_an_island_killed_while_a_checkpoint_is_aligned_restarts_from_the_previo
         with pytest.raises(CheckpointError):
             pending.result(30)
         _wait_until(lambda: g.attempt == 1, what="the next attempt")
+        # the coordinator takes the new attempt in on its own thread (a queued "resume"): wait for it
+        _wait_until(lambda: g.checkpoint_status()["restored_from"] is not None, what="the coordinator's resume")
         assert g.checkpoint_status()["restored_from"] == 1
         after = g.checkpoint_now(timeout=30)  # the new attempt runs and checkpoints, with a new id
         switch_a.shutdown()
