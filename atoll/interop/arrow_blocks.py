@@ -310,24 +310,29 @@ def _read_part(fs: Any, path: str) -> pa.Table:
 _read_task = None
 
 
-class CommittingBlockLogic(BlockLogic):
-    """``BlockLogic`` without checkpoints; under checkpoints (or restored from one) every block is a Parquet
-    part of the sink's :class:`BlockStore` written by two-phase commit: closed as soon as it is full and
-    *pending* until a checkpoint covering it completes (``snapshot_commit_prepare`` returns every pending part,
-    ``snapshot_commit_finish`` renames them and adds them to ``committed``). The snapshot holds the rows not yet
-    in a block, the schema and part names, never object refs. At the end of the stream the sink stays alive,
-    asks for a checkpoint and completes its future with :class:`CommittedBlocks` once every part is committed."""
+class PartCommittingLogic(BlockLogic):
+    """A block sink under two-phase commit (the Parquet sink and the Spark / Ray Dataset sinks share it): with
+    checkpoints (or restored from one) its rows go into Parquet parts (``parts``, a ``PartFiles``) that
+    ``snapshot_commit_prepare`` closes and ``snapshot_commit_finish`` commits; at the end of the stream the sink
+    stays alive, asks for a checkpoint and completes its future with ``_committed_value()`` once every part is
+    committed (a run without checkpoints restored from one commits its last part itself). Subclasses open the
+    parts (``_open_parts``), say what the future gets and save their own state."""
 
-    def __init__(self, stage: ArrowBlockSink, promise: Future):
+    def __init__(self, stage: Any, promise: Future):
         super().__init__(stage, promise)
-        self.op = stage.store.op if stage.store is not None else f"Sink.{stage.name}"
-        self.store: Optional[BlockStore] = stage.store
         self.parts = None  # PartFiles: with checkpoints, or restored from a checkpoint
-        self.committed: List[str] = []  # final part names, in stream order
         self.checkpointing = False
         self.request_checkpoint: Optional[Callable[[], None]] = None
         self.ended = False  # upstream finished: the sink waits for the commit of its last parts
         self.started = False
+
+    def _open_parts(self) -> Any:
+        """The ``PartFiles`` of a run that restored nothing (checkpointing is on)."""
+        raise NotImplementedError
+
+    def _committed_value(self) -> Any:
+        """What the future completes with once every part is committed."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ checkpoint hooks
     def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
@@ -338,11 +343,8 @@ class CommittingBlockLogic(BlockLogic):
         self.started = True
         if self.checkpointing and self.parts is None:
             try:
-                if self.store is None:
-                    raise IllegalStateError(f"{self.op}: checkpointing is on but the sink was prepared without "
-                                            "checkpoint storage")
-                parts = self.store.parts()
-                parts.start_fresh()  # nothing restored: the directory is new, or left by an attempt never committed
+                parts = self._open_parts()
+                parts.start_fresh()  # rollback_uncommitted(None): nothing restored, nothing of ours is pending
             except Exception as e:  # noqa: BLE001 - the sink fails with it
                 fail_promise(self.promise, e)
                 self.fail_stage(e)
@@ -351,21 +353,8 @@ class CommittingBlockLogic(BlockLogic):
         super().pre_start()
 
     def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
-        self._flush_rows()  # the epoch ends here: a partial block becomes a part of it
+        self._flush_rows()  # the epoch ends here: what was gathered goes into its part (an empty epoch has none)
         return self.parts.prepare() or None
-
-    def save_to_snapshot(self) -> Any:
-        return {"count": self.count, "schema": self.schema, "rows": list(self.rows), "rows_base": self.rows_base,
-                "ended": self.ended, "store": self.store, "parts": self.parts.state(),
-                "committed": list(self.committed)}
-
-    def restore_from_snapshot(self, state: Any) -> None:
-        self.count, self.schema, self.ended = state["count"], state["schema"], state["ended"]
-        self.rows, self.rows_base = list(state["rows"]), state["rows_base"]
-        self.store = state["store"]  # the directory the checkpointed parts are in, whatever this run was given
-        self.committed = list(state["committed"])
-        self.parts = self.store.parts()
-        self.parts.restore(state["parts"])
 
     def snapshot_commit_finish(self, checkpoint_id: int, prepared: Any, success: bool) -> None:
         if not success or not prepared:
@@ -379,17 +368,12 @@ class CommittingBlockLogic(BlockLogic):
 
     def _commit(self, prepared: List[Tuple[str, str]], checkpoint_id: Optional[int] = None) -> None:
         self.parts.commit(prepared, checkpoint_id)
-        known = set(self.committed)
-        for _, final in prepared:
-            if final not in known:
-                known.add(final)
-                self.committed.append(final)
 
     def _complete_if_committed(self) -> bool:
         """Upstream finished and every part is committed: complete the future, then the stage."""
         if self.ended and self.started and not self.parts.pending and self.parts.writer is None \
                 and not self._finalized:
-            complete_promise(self.promise, CommittedBlocks(self.store, sorted(self.committed), self.schema))
+            complete_promise(self.promise, self._committed_value())
             self.complete_stage()
             return True
         return False
@@ -411,20 +395,64 @@ class CommittingBlockLogic(BlockLogic):
             self.set_keep_going(True)  # alive, its inlet closed, until the last part is committed
             self.request_checkpoint()
 
+    def post_stop(self):
+        if self.parts is not None:
+            try:
+                self.parts.discard_open()  # not prepared: a restore writes these rows again
+            except Exception:  # noqa: BLE001 - already stopping
+                pass
+        super().post_stop()
+
+
+class CommittingBlockLogic(PartCommittingLogic):
+    """``BlockLogic`` without checkpoints; under checkpoints (or restored from one) every block is a Parquet
+    part of the sink's :class:`BlockStore` written by two-phase commit: closed as soon as it is full and
+    *pending* until a checkpoint covering it completes (``snapshot_commit_finish`` renames them and adds them to
+    ``committed``). The snapshot holds the rows not yet in a block, the schema and part names, never object
+    refs. The future completes with :class:`CommittedBlocks` once every part is committed."""
+
+    def __init__(self, stage: ArrowBlockSink, promise: Future):
+        super().__init__(stage, promise)
+        self.op = stage.store.op if stage.store is not None else f"Sink.{stage.name}"
+        self.store: Optional[BlockStore] = stage.store
+        self.committed: List[str] = []  # final part names, in stream order
+
+    def _open_parts(self) -> Any:
+        if self.store is None:
+            raise IllegalStateError(f"{self.op}: checkpointing is on but the sink was prepared without "
+                                    "checkpoint storage")
+        return self.store.parts()
+
+    def _committed_value(self) -> Any:
+        return CommittedBlocks(self.store, sorted(self.committed), self.schema)
+
+    def save_to_snapshot(self) -> Any:
+        return {"count": self.count, "schema": self.schema, "rows": list(self.rows), "rows_base": self.rows_base,
+                "ended": self.ended, "store": self.store, "parts": self.parts.state(),
+                "committed": list(self.committed)}
+
+    def restore_from_snapshot(self, state: Any) -> None:
+        self.count, self.schema, self.ended = state["count"], state["schema"], state["ended"]
+        self.rows, self.rows_base = list(state["rows"]), state["rows_base"]
+        self.store = state["store"]  # the directory the checkpointed parts are in, whatever this run was given
+        self.committed = list(state["committed"])
+        self.parts = self.store.parts()
+        self.parts.restore(state["parts"])
+
+    def _commit(self, prepared: List[Tuple[str, str]], checkpoint_id: Optional[int] = None) -> None:
+        super()._commit(prepared, checkpoint_id)
+        known = set(self.committed)
+        for _, final in prepared:
+            if final not in known:
+                known.add(final)
+                self.committed.append(final)
+
     def _put(self, table: pa.Table) -> None:
         if self.parts is None:
             super()._put(table)
             return
         self.parts.write(table)
         self.parts.prepare()  # one part per block: closed now, pending until a checkpoint covers it
-
-    def post_stop(self):
-        if self.parts is not None:
-            try:
-                self.parts.discard_open()
-            except Exception:  # noqa: BLE001 - already stopping
-                pass
-        super().post_stop()
 
 
 #: how long the graph's end waits for the driver to read a finished sink's committed parts before the

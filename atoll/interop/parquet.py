@@ -6,12 +6,12 @@ object store URI pyarrow understands on a cluster).
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, Optional
 
 import pyarrow as pa
 
-from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
-from .arrow_blocks import ROWS_PER_BLOCK, BlockLogic
+from .._impl.ops.base import SinkStage, new_promise
+from .arrow_blocks import ROWS_PER_BLOCK, PartCommittingLogic
 from .background_source import BackgroundSource
 from .parquet_parts import PartFiles
 from .spark_sink import arrow_schema_of
@@ -111,7 +111,7 @@ class ParquetSink(SinkStage):
         return _ParquetLogic(self, promise), promise
 
 
-class _ParquetLogic(BlockLogic):
+class _ParquetLogic(PartCommittingLogic):
     """One file without checkpoints; part files under two-phase commit with them (``parts``), also when a run
     without checkpoints restores a checkpoint (it then commits its last part itself at the end)."""
 
@@ -120,35 +120,12 @@ class _ParquetLogic(BlockLogic):
         self.path = stage.path
         self.writer = None
         self.written = 0
-        self.parts: Optional[PartFiles] = None  # directory mode: checkpointing, or restored from a checkpoint
-        self.checkpointing = False
-        self.request_checkpoint = None
-        self.ended = False  # upstream finished; the sink waits for the commit of its last part
-        self.started = False
 
-    # ------------------------------------------------------------------ checkpoints
-    def checkpointing_enabled(self, request_checkpoint) -> None:
-        self.checkpointing = True
-        self.request_checkpoint = request_checkpoint
+    def _open_parts(self) -> PartFiles:
+        return PartFiles(self.path)
 
-    def pre_start(self):
-        self.started = True
-        if self.checkpointing and self.parts is None:
-            try:
-                parts = PartFiles(self.path)
-                parts.start_fresh()  # rollback_uncommitted(None): nothing restored, nothing of ours is pending
-            except Exception as e:  # noqa: BLE001 - the sink fails with it
-                fail_promise(self.promise, e)
-                self.fail_stage(e)
-                return
-            self.parts = parts
-        super().pre_start()
-
-    def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
-        # the epoch ends here: what was gathered goes into its part, which is closed (an empty epoch has none)
-        self._flush_rows()
-        pending = self.parts.prepare()
-        return pending or None
+    def _committed_value(self) -> int:
+        return self.written
 
     def save_to_snapshot(self) -> Any:
         return {"written": self.written, "count": self.count, "schema": self.schema, "rows": list(self.rows),
@@ -159,42 +136,6 @@ class _ParquetLogic(BlockLogic):
         self.rows, self.rows_base, self.ended = list(state["rows"]), state["rows_base"], state["ended"]
         self.parts = PartFiles(self.path)
         self.parts.restore(state["parts"])
-
-    def snapshot_commit_finish(self, checkpoint_id: int, prepared: Any, success: bool) -> None:
-        if not success or prepared is None:
-            return
-        self.parts.commit(prepared, checkpoint_id)
-        self._complete_if_committed()
-
-    def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
-        if self.parts is not None:
-            self.parts.rollback()
-
-    def _complete_if_committed(self) -> bool:
-        """Upstream finished and every part is committed: complete the future, then the stage."""
-        if self.ended and self.started and not self.parts.pending and self.parts.writer is None \
-                and not self._finalized:
-            complete_promise(self.promise, self.written)
-            self.complete_stage()
-            return True
-        return False
-
-    def on_upstream_finish(self):
-        if self.parts is None:
-            super().on_upstream_finish()
-            return
-        try:
-            self._flush_rows()
-            if not self.checkpointing:  # restored into a run without checkpoints: commit the rest now
-                self.parts.commit(self.parts.prepare())
-        except Exception as e:  # noqa: BLE001
-            fail_promise(self.promise, e)
-            self.fail_stage(e)
-            return
-        self.ended = True
-        if not self._complete_if_committed():
-            self.set_keep_going(True)  # alive, its inlet closed, until the last part is committed
-            self.request_checkpoint()
 
     # ------------------------------------------------------------------ writing
     def _put(self, table: pa.Table) -> None:
@@ -221,11 +162,6 @@ class _ParquetLogic(BlockLogic):
         return self.written
 
     def post_stop(self):
-        if self.parts is not None:
-            try:
-                self.parts.discard_open()  # not prepared: a restore writes these rows again
-            except Exception:  # noqa: BLE001 - already stopping
-                pass
         if self.writer is not None:
             try:
                 self.writer.close()
