@@ -6,7 +6,7 @@ object store URI pyarrow understands on a cluster).
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 import pyarrow as pa
 
