@@ -136,10 +136,14 @@ class CheckpointCoordinator:
         if threading.current_thread() is not self._thread and self._thread.is_alive():
             done.result(timeout)
 
-    def resume(self, islands: List[tuple], attempt: int, restored_from: Optional[int]) -> None:
+    def resume(self, islands: List[tuple], attempt: int, restored_from: Optional[int], timeout: float = 30.0) -> None:
         """Recovery started attempt ``attempt`` restored from checkpoint ``restored_from`` (None: from the start):
-        ``islands`` are its ``(index, name, port)``; checkpoints continue with the next unused id."""
-        self._events.put(("resume", islands, attempt, restored_from))
+        ``islands`` are its ``(index, name, port)``; checkpoints continue with the next unused id. Returns once the
+        coordinator's thread took it (so ``checkpoint_status`` shows the new attempt when the graph reports it)."""
+        done: Future = Future()
+        self._events.put(("resume", islands, attempt, restored_from, done))
+        if threading.current_thread() is not self._thread and self._thread.is_alive():
+            done.result(timeout)
 
     def latest(self) -> Optional[CheckpointInfo]:
         """The newest complete checkpoint of this run (None if none completed yet)."""
@@ -229,13 +233,14 @@ class CheckpointCoordinator:
             event[1].set_result(None)
             return
         if kind == "resume":
-            _, islands, attempt, restored_from = event
+            _, islands, attempt, restored_from, done = event
             self.islands = {i: _Island(i, name, port) for i, name, port in islands}
             self.attempt = attempt
             self.restored_from = restored_from if restored_from is not None else self.restored_from
             self._suspended = False
             self._graph_failed = False
             self._failures = 0
+            done.set_result(None)
             return
         if self._suspended and kind != "trigger":
             return  # a late answer of the replaced attempt
