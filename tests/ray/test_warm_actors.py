@@ -212,6 +212,18 @@ def test_actors_with_other_options_are_not_shared(mat):
     assert mat.warm_pool.idle_count() == 3
 
 
+def test_a_named_island_is_not_pooled_but_the_others_are(mat):
+    s, c, g, ids = run_switched(mat, island_options={"name": "warm-test-named"})
+    named = [i.actor._actor_id.hex() for i in g._islands if i.pool_key is None]
+    assert len(named) == 1
+    stop(s, c, g)
+    assert mat.warm_pool.idle_count() == 1  # the unnamed outer island's actor
+    wait_until(lambda: named[0] not in alive_ids(), what="the named island's actor to be killed")
+    s2, c2, g2, ids2 = run_switched(mat, island_options={"name": "warm-test-named"})  # its name is free again
+    assert len(set(ids2) & set(ids)) == 1
+    stop(s2, c2, g2)
+
+
 def test_without_reuse_every_actor_is_gone_when_the_graph_ends(ray_session):
     m = Materializer.ray(start_timeout=30, reuse_actors=False)
     try:

@@ -256,8 +256,7 @@ class RayRunningGraph(RunningGraphBase):
             proxy._detached(copies.get(hid))
         for fut in island.futures.values():
             fail_promise(fut, AbruptTerminationError(f"island {island.name!r} ended before this value completed"))
-        island.clean = (self._pool is not None and island.pool_key is not None and no_failure and state == "completed"
-                        and error is None)  # a named actor (no pool key) is killed at once, its name freed early
+        island.clean = self._pool is not None and no_failure and state == "completed" and error is None
         with self._lock:
             held = island.holds > 0
             island.kill_pending = held
@@ -268,11 +267,12 @@ class RayRunningGraph(RunningGraphBase):
     def _dispose(self, island: _Island) -> None:
         """The ended island's actor is no longer needed: kill it, or give it back to the warm pool once the
         whole graph ended cleanly (until then a clean island's actor waits, idle)."""
+        poolable = island.clean and island.pool_key is not None  # a named actor is killed at once, freeing its name
         with self._lock:
-            if island.disposed or (island.clean and self._reuse is None):
+            if island.disposed or (poolable and self._reuse is None):
                 return
             island.disposed = True
-            reuse = island.clean and self._reuse
+            reuse = poolable and self._reuse
         if reuse:
             self._pool.give(island.pool_key, island.actor)
         else:
