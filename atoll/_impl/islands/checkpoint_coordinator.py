@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional
 from ...checkpoint.settings import CheckpointInfo, CheckpointSettings
 from ...checkpoint.storage import CheckpointStorage
 from ...errors import CheckpointError, CheckpointTimeoutError
+from .inbox_wait import get_within
 
 log = logging.getLogger("atoll.checkpoint")
 
@@ -198,7 +199,7 @@ class CheckpointCoordinator:
                 left = max(0.0, self._pending.deadline - now)
                 timeout = left if timeout is None else min(timeout, left)
             try:
-                event = self._events.get(timeout=timeout)
+                event = get_within(self._events, timeout)
             except Empty:
                 event = None
             try:

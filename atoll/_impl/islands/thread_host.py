@@ -23,6 +23,7 @@ from queue import Empty, SimpleQueue
 from typing import Any, Callable, List, Optional
 
 from ...stage.clock import REAL_CLOCK, Clock
+from .inbox_wait import get_within
 log = logging.getLogger("atoll.host")
 
 _seq = itertools.count()
@@ -295,7 +296,7 @@ class IslandHost:
                 # a checkpoint waits for a stage to get ready: look again soon even if no event comes
                 timeout = self.CUT_RETRY if timeout is None else min(timeout, self.CUT_RETRY)
             try:
-                fn, args = get(timeout=timeout)
+                fn, args = get_within(inbox, timeout)
             except Empty:
                 continue
             fn(*args)
