@@ -10,6 +10,7 @@ for the module, started only by that case)."""
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future
 
 import pytest
 
@@ -240,6 +241,60 @@ def test_fold_counts_no_element_that_resume_skipped(mat):
     snk.expect_complete()
 
 
+def _done(value):
+    fut = Future()
+    fut.set_result(value)
+    return fut
+
+
+def _failed(exc):
+    fut = Future()
+    fut.set_exception(exc)
+    return fut
+
+
+async def _add_later(a, x):
+    return a + x
+
+
+def test_fold_async_stamps_the_result_with_the_max(mat):
+    src, snk = probes(mat, Flow().fold_async(0, _add_later))
+    snk.request(1)
+    send(src, (1, 5), (2, 9), (3, 2))  # the last element has the smallest timestamp
+    src.send_complete()
+    expect(snk, (6, 9))
+    snk.expect_complete()
+
+
+def test_fold_async_counts_no_element_whose_call_failed_under_resume(mat):
+    def add(a, x):
+        if x < 0:
+            return _failed(ValueError("negative"))   # the result fails: the element is skipped
+        if x == 0:
+            raise ValueError("zero")                  # fn itself raises: skipped too
+        return _done(a + x)
+
+    src, snk = probes(mat, Flow().fold_async(0, add).with_attributes(RESUME))
+    snk.request(1)
+    send(src, (1, 5), (-1, 50), (0, 40), (2, 3))
+    src.send_complete()
+    expect(snk, (3, 5))  # neither skipped element (ts 50, 40) is part of the result
+    snk.expect_complete()
+
+
+def test_fold_async_restart_forgets_the_timestamps_folded_before(mat):
+    def add(a, x):
+        return _failed(ValueError("restart")) if x < 0 else _done(a + x)
+
+    restart = Attributes.supervision_strategy(Supervision.restarting_decider)
+    src, snk = probes(mat, Flow().fold_async(0, add).with_attributes(restart))
+    snk.request(1)
+    send(src, (1, 50), (-1, 60), (4, 7), (2, 3))
+    src.send_complete()
+    expect(snk, (6, 7))  # back to zero at the failure: 50 went with the accumulator
+    snk.expect_complete()
+
+
 def test_reduce_stamps_the_result_with_the_max_including_the_first_element(mat):
     src, snk = probes(mat, Flow().reduce(lambda a, x: a + x))
     snk.request(1)
@@ -442,6 +497,7 @@ COMBINERS = {
     "grouped": lambda s: s.grouped(4),
     "sliding": lambda s: s.sliding(4, 3),
     "fold": lambda s: s.fold(0, lambda a, e: a + e[1]),
+    "fold_async": lambda s: s.fold_async(0, lambda a, e: _done(a + e[1])),
     "reduce": lambda s: s.map(lambda e: e[1]).reduce(lambda a, b: a + b),
 }
 

@@ -15,6 +15,7 @@ from ...stage.supervision import Supervision, decide
 from .async_loop import Resolver, outcome
 from .async_map import log_resumed
 from .base import FlowLogic, FlowStage, decider_of, require_callable, snapshot_copy
+from .combined_timestamps import Timed, later
 
 
 def _none_result(op: str) -> PortStateError:
@@ -107,12 +108,38 @@ class FoldAsync(_AsyncAccumulation):
 
 
 class _FoldAsyncLogic(_AsyncAccumulationLogic):
+    """Event time (spec 1.2: a combining stage stamps its output with the max timestamp of what it combined):
+    ``acc_ts`` is the max timestamp of the elements whose call succeeded, so an element skipped by supervision
+    does not count; the timestamp of the element in flight waits in ``call_ts`` until its result is in. Only
+    event-time graphs keep them (``enable_event_time``); the checkpoint then saves ``Timed(acc, acc_ts)``."""
+
     def __init__(self, stage: FoldAsync, decider):
         super().__init__(stage, decider)
         self.busy = False  # a result is in flight
+        self.timed = False  # event time: keep acc_ts
+        self.acc_ts = None  # the max timestamp folded into acc (event time)
+        self.call_ts = None  # the timestamp of the element whose call is in flight (event time)
+
+    def enable_event_time(self) -> None:
+        super().enable_event_time()
+        self.timed = True
 
     def ready_for_snapshot(self) -> bool:
         return not self.busy
+
+    def reset_state(self) -> None:
+        super().reset_state()
+        self.acc_ts = None
+
+    def save_to_snapshot(self):
+        acc = snapshot_copy(self.acc)
+        return acc if self.acc_ts is None else Timed(acc, self.acc_ts)
+
+    def restore_from_snapshot(self, state) -> None:
+        if type(state) is Timed:
+            self.acc, self.acc_ts = state.state, state.ts
+        else:
+            self.acc, self.acc_ts = state, None
 
     def on_pull(self) -> None:
         if not self.has_been_pulled(self.in_):
@@ -120,6 +147,8 @@ class _FoldAsyncLogic(_AsyncAccumulationLogic):
 
     def on_push(self) -> None:
         elem = self.grab(self.in_)
+        if self.timed:
+            self.call_ts = self._ts
         try:
             fut = self.resolver.resolve(self.fn(self.acc, elem), None)
         except Exception as e:  # noqa: BLE001 - fn raised (or returned no awaitable)
@@ -138,6 +167,8 @@ class _FoldAsyncLogic(_AsyncAccumulationLogic):
                 return
         else:
             self.acc = value
+            if self.timed:
+                self.acc_ts = later(self.acc_ts, self.call_ts)
         self._next()
 
     def _next(self) -> None:
@@ -147,7 +178,7 @@ class _FoldAsyncLogic(_AsyncAccumulationLogic):
             self.pull(self.in_)
 
     def _finish(self) -> None:
-        self.emit(self.out, self.acc)
+        self.emit(self.out, self.acc, None, self.acc_ts)
         self.complete_stage()
 
     def on_upstream_finish(self) -> None:
