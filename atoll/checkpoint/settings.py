@@ -52,8 +52,10 @@ class CheckpointSettings:
     ``(pyarrow.fs.FileSystem, path)`` pair, or None for ``.atoll/checkpoints`` under the working directory.
     ``timeout``: seconds a checkpoint may take before it is aborted. ``retained``: complete checkpoints kept
     per graph (older ones are deleted once a newer one is durable). ``retain_on_success``: keep the graph's
-    checkpoints after it completed (otherwise they are deleted). ``guarantee``: ``"exactly_once"`` (inputs
-    aligned at barriers) or ``"at_least_once"``. ``restart``: the ``RestartPolicy`` of automatic recovery."""
+    checkpoints after it completed (otherwise they are deleted). ``guarantee``: ``"exactly_once"`` (an input
+    that delivered a barrier waits until every input of its island has) or ``"at_least_once"`` (inputs never
+    wait: no stall behind a slow input, but a restore repeats what a faster input delivered after its
+    barrier before the cut). ``restart``: the ``RestartPolicy`` of automatic recovery."""
 
     interval: Optional[float] = None
     storage: Union[None, str, Tuple[Any, str]] = None

@@ -161,7 +161,8 @@ class IslandActor:
             self.writer = ThreadPoolExecutor(1, thread_name_prefix=f"atoll-ckpt-{plan.name}")
             host.checkpointer = IslandCheckpointer(host, island.interpreter, plan.index, plan.name, island.keys,
                                                    island_fingerprint(plan), self._checkpoint_report,
-                                                   attempt=checkpoint.get("attempt", 0))
+                                                   attempt=checkpoint.get("attempt", 0),
+                                                   aligned=checkpoint.get("aligned", True))
         self.outputs = {ch + wire_base: b for ch, b in island.outputs.items()}
         self.inputs = {ch + wire_base: b for ch, b in island.inputs.items()}
         self.exports.on_future_done = self._future_done

@@ -599,6 +599,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
     #: still go downstream, nothing after it - element, signal or completion - until the checkpointer's cut
     #: releases it; what was received before the barrier but not delivered at the cut is channel state
     blocked_at: Optional[int] = None
+    #: the last checkpoint whose barrier arrived here (blocked on or, at-least-once, delivered past)
+    barrier_seen: Optional[int] = None
 
     def chunk_capable(self) -> bool:
         return True
@@ -626,7 +628,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 cp = self.checkpointer
                 if cp is None or not cp.barrier_reached(self, sig.checkpoint_id):
                     continue  # no checkpointing here, or a checkpoint given up: the barrier is dropped
-                self.blocked_at = sig.checkpoint_id
+                self.barrier_seen = sig.checkpoint_id
+                if cp.aligned:
+                    self.blocked_at = sig.checkpoint_id
             self.signals.append((base + p, sig))
         return frame
 
@@ -635,16 +639,18 @@ class InputBoundary(GraphStageLogic, OutHandler):
         sigs = self.signals
         return bool(sigs) and type(sigs[0][1]) is ChannelBarrier and sigs[0][0] <= self.delivered
 
-    def undelivered_before_cut(self) -> tuple:
-        """``(elements, timestamps or None)`` received but not delivered that belong before the cut: up to the
-        barrier, or everything once upstream has ended."""
+    def undelivered_before_cut(self, checkpoint_id: int) -> tuple:
+        """``(elements, timestamps or None)`` received but not delivered that belong before the cut of
+        ``checkpoint_id``: up to its barrier, nothing once delivery went past the barrier (at-least-once
+        checkpoints do not hold it), everything once upstream has ended without one."""
         buf = self.buffer
         n = buf.size
         sigs = self.signals
-        if self.blocked_at is not None and sigs:
-            for pos, sig in sigs:
-                if type(sig) is ChannelBarrier:
-                    n = min(n, pos - self.delivered)
+        if self.barrier_seen == checkpoint_id:
+            n = 0  # delivered past the barrier, unless it is still ahead:
+            for pos, sig in sigs or ():
+                if type(sig) is ChannelBarrier and sig.checkpoint_id == checkpoint_id:
+                    n = min(buf.size, pos - self.delivered)
                     break
         if n <= 0:
             return [], None

@@ -120,7 +120,7 @@ def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any],
             continue
         assembled = p.assembled
         cp = IslandCheckpointer(p.host, assembled.interpreter, p.index, p.name, assembled.keys,
-                                island_fingerprint(p.plan), report)
+                                island_fingerprint(p.plan), report, aligned=settings.guarantee == "exactly_once")
         p.host.checkpointer = cp
         ports.append((p.index, p.name, LocalIslandPort(p.host, cp)))
     coordinator = new_coordinator(settings, storage, first, ports, running, restored_from, restore_storage)

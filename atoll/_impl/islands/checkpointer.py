@@ -149,14 +149,21 @@ class IslandCheckpointer:
     tells the coordinator: ``("ack", i, n, bytes)``, ``("decline", i, n, reason)``, ``("request", i, 0,
     None)`` (a stage asks for a checkpoint soon).
 
+    ``aligned`` (exactly-once): an input that delivered barrier ``n`` delivers nothing more until the cut;
+    False (``guarantee="at_least_once"``): inputs never wait, the cut comes once every input saw ``n``, and
+    what a fast input delivered after its barrier is in the snapshot and replayed again after a restore.
+
     Two-phase commits: the cut calls each logic's ``snapshot_commit_prepare(n)`` (before its
     ``save_to_snapshot``) and keeps what it returned; ``complete(n)`` (the coordinator wrote checkpoint
     ``n``'s manifest) calls ``snapshot_commit_finish(k, prepared, True)`` for every ``k <= n`` still kept,
     oldest first - Flink's subsumed notifications: a lost or aborted notification is made up by the next."""
 
     def __init__(self, host, interpreter, index: int, name: str, keys: Dict[int, Any], fingerprint: list,
-                 report: Callable[..., None], attempt: int = 0):
+                 report: Callable[..., None], attempt: int = 0, aligned: bool = True):
         self.host = host
+        #: exactly-once: an input that delivered barrier n waits for the cut; at-least-once (False): it goes
+        #: on, so the cut (once every input saw n) holds effects of elements its source will replay
+        self.aligned = aligned
         self.interpreter = interpreter
         self.index = index
         self.name = name
@@ -245,7 +252,7 @@ class IslandCheckpointer:
         n = self.pending
         any_barrier = False
         for b in self.inputs:
-            if b.blocked_at == n:
+            if b.barrier_seen == n:
                 any_barrier = True
             elif not b.delivered_all:
                 return False
@@ -350,7 +357,7 @@ class IslandCheckpointer:
                     if elems:
                         found.setdefault((key, out_port.id), []).append((-1, elems, ts))
             if isinstance(logic, InputBoundary):
-                elems, ts = logic.undelivered_before_cut()
+                elems, ts = logic.undelivered_before_cut(self.pending)
                 if elems:
                     found.setdefault((key, logic.out.id), []).append((-1, elems, ts))
         out = []
@@ -415,7 +422,7 @@ class IslandCheckpointer:
         return {
             "checkpoint": self.pending,
             "injected": self.injected,
-            "waiting_for": [b.stage_name for b in self.inputs if b.blocked_at != self.pending and not b.delivered_all],
+            "waiting_for": [b.stage_name for b in self.inputs if b.barrier_seen != self.pending and not b.delivered_all],
             "not_ready": self.waiting_since,
         }
 
