@@ -47,6 +47,13 @@ thread - and handled on the island thread. Timers (``batch_timeout``, ``idle_tim
   event timestamp.
 * ``PoolStartTimeoutError`` is defined here (``atoll.errors`` is not this work's file).
 
+**Chunk form.** Between chunk-capable neighbours (DESIGN.md section 4) the stage takes a pushed list whole:
+each element becomes one held item as in the element form (the unit of order, supervision, retries and
+death charges stays the element), batches are cut from the waiting queue as before, and a pull for ``n``
+is answered with one list of up to ``n`` results in element order (ordered), cut where a held signal
+stands between two results. Upstream is asked for ``bound - held`` elements, so the bound holds exactly;
+event timestamps travel as the list beside each chunk.
+
 **Start on Ray islands.** Creating a Ray actor costs a worker process and the imports of ``factory``'s
 module (about half a second on a small machine), and so does the island actor that runs the stage. When
 a graph is materialized from the driver onto Ray islands, ``prepare_on_driver`` creates the first ``min``
@@ -291,6 +298,91 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.batch_timer_for: Optional[_Item] = None
         self._progressing = False
         self._again = False
+        self.bound = stage.parallelism  # the most elements held (follows ``max`` on resize)
+        self.chunked = False  # the chunk form runs (``enable_chunks``)
+        self.stamped = False  # event time: results carry their element's timestamp
+
+    # ------------------------------------------------------------------ the chunk form
+    # A pushed chunk becomes one ``_Item`` per element (the unit of order, supervision, retries and
+    # death charges stays the element); batches are cut from the waiting queue as in the element form.
+    # A pull for ``n`` is answered with one chunk of up to ``n`` results in order, cut at an epoch
+    # boundary so that a held signal goes out between the elements it came between. Upstream is asked
+    # for what the bound leaves room for (``bound - held``), so the bound holds exactly.
+    def chunk_capable(self) -> bool:
+        return True
+
+    def chunk_timestamps(self) -> bool:
+        return True
+
+    def enable_chunks(self, chunk_size: int) -> None:
+        self.chunked = True
+        self.set_handler(self.in_, InHandler(on_push=self._on_push_chunk, on_upstream_finish=self.on_upstream_finish,
+                                             on_upstream_failure=self.on_upstream_failure))
+        self.set_handler(self.out, OutHandler(on_pull=self._on_pull_chunk,
+                                              on_downstream_finish=self.on_downstream_finish))
+
+    def enable_event_time(self) -> None:
+        super().enable_event_time()
+        self.stamped = True
+
+    def _on_push_chunk(self) -> None:
+        chunk = self.grab(self.in_)
+        stamps = self._ts if self.stamped else None
+        n = len(chunk)
+        ep = self.epochs.q[-1]  # ``_Epochs.arrive`` for the whole chunk: signals come between chunks
+        ep.pending += n
+        arrived = self.interpreter.host.now() if self.stage.batch_timeout is not None else 0.0
+        seq = self.seq
+        if stamps is None:
+            items = [_Item(seq + k, x, arrived, ep, None) for k, x in enumerate(chunk)]
+        else:
+            items = [_Item(seq + k, x, arrived, ep, t) for k, (x, t) in enumerate(zip(chunk, stamps))]
+        self.seq = seq + n
+        self.held += n
+        self.waiting.extend(items)
+        if self.stage.ordered:
+            self.out_q.extend(items)
+        self._progress()
+
+    def _on_pull_chunk(self) -> None:
+        self.demanded = True
+        q = self.out_q
+        if (not q or q[0].value is _NOT_YET) and not self.is_closed(self.in_):
+            # hot path: nothing to emit, nothing to dispatch anew: only pull
+            if self.held < self.bound and not self.has_been_pulled(self.in_):
+                self.pull_chunk(self.in_, self.bound - self.held)
+            return
+        self._progress()
+
+    def _emit_chunk(self) -> None:
+        """Push the results in front (ordered: in element order) as chunks of at most the demand, each
+        within one epoch; dropped elements (``None``) leave without output."""
+        q = self.out_q
+        out = self.out
+        while q and self.is_available(out):
+            first = q[0]
+            if first.value is _NOT_YET:
+                return
+            ep = first.epoch
+            n = self.demand_of(out)
+            vals: list = []
+            taken: list = []
+            while q:
+                item = q[0]
+                if item.value is _NOT_YET or item.epoch is not ep or len(vals) >= n:
+                    break
+                q.popleft()
+                taken.append(item)
+                if item.value is not None:
+                    vals.append(item.value)
+            if vals:
+                if self.stamped:
+                    ts = [i.ts for i in taken if i.value is not None]
+                    self._ts = ts if any(t is not None for t in ts) else None
+                self.push(out, vals)
+            self.held -= len(taken)
+            ep.pending -= len(taken) - 1  # every taken item leaves; ``_left`` takes the last one off
+            self._left(first)
 
     # ------------------------------------------------------------------ checkpoint state
     # Every held element: its result once done, else the element itself (waiting for a worker); the signals
@@ -372,7 +464,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         if self.stage.ordered:
             self.out_q.append(item)
         b = self.b
-        if (b is not None and len(waiting) < b and self.held < self.max * self.mif * b
+        if (b is not None and len(waiting) < b and self.held < self.bound
                 and (self.stage.batch_timeout is None or self.batch_timer_for is waiting[0])):
             # hot path: a partial batch that cannot go yet (its timer, if any, is armed): only pull
             if not self.has_been_pulled(self.in_):
@@ -385,7 +477,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         q = self.out_q
         if (not q or q[0].value is _NOT_YET) and not self.is_closed(self.in_):
             # hot path: nothing to emit, nothing to dispatch anew: only pull
-            if self.held < self.max * self.mif * (self.b or 1) and not self.has_been_pulled(self.in_):
+            if self.held < self.bound and not self.has_been_pulled(self.in_):
                 self.pull(self.in_)
             return
         self._progress()
@@ -416,6 +508,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         if self.stopped:
             return
         self.min = self.max = n
+        self.bound = n * self.mif * (self.b or 1)
         excess = self._alive() - n
         if excess > 0:
             # stop starting workers first, then idle ones, then the least busy; highest id first
@@ -589,7 +682,10 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
                 self._dispatch()
                 if self.stopped:
                     return
-                self._emit()
+                if self.chunked:
+                    self._emit_chunk()
+                else:
+                    self._emit()
                 if not self._again:
                     break
         finally:
@@ -601,8 +697,11 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
                 self.stopped = True
                 self.complete_stage()
                 return
-        elif self.demanded and self.held < self.max * self.mif * (self.b or 1) and not self.has_been_pulled(self.in_):
-            self.pull(self.in_)
+        elif self.demanded and self.held < self.bound and not self.has_been_pulled(self.in_):
+            if self.chunked:
+                self.pull_chunk(self.in_, self.bound - self.held)
+            else:
+                self.pull(self.in_)
         self._sync_control()
 
     def _batch_due(self) -> bool:
@@ -612,7 +711,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         b = self.b
         if b is None or len(self.waiting) >= b:
             return True
-        if self.is_closed(self.in_) or self.held >= self.max * self.mif * b:
+        if self.is_closed(self.in_) or self.held >= self.bound:
             return True
         t = self.stage.batch_timeout
         return t is not None and self.interpreter.host.now() >= self.waiting[0].arrived + t - _EPS
