@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 _GUARANTEES = ("exactly_once", "at_least_once")
-_ALIGNMENTS = ("aligned",)
+_ALIGNMENTS = ("aligned", "logged")
 
 
 def _positive(owner: str, name: str, value: Any, allow_none: bool = False, allow_zero: bool = False) -> None:
@@ -55,7 +55,10 @@ class CheckpointSettings:
     checkpoints after it completed (otherwise they are deleted). ``guarantee``: ``"exactly_once"`` (an input
     that delivered a barrier waits until every input of its island has) or ``"at_least_once"`` (inputs never
     wait: no stall behind a slow input, but a restore repeats what a faster input delivered after its
-    barrier before the cut). ``restart``: the ``RestartPolicy`` of automatic recovery."""
+    barrier before the cut). ``alignment`` (exactly-once): ``"aligned"`` (inputs wait as said) or
+    ``"logged"`` (no input waits: an island cuts at the first barrier and records what its other inputs
+    deliver until their barriers come, as the channels' state - Chandy-Lamport; costs a copy of those
+    elements in the checkpoint). ``restart``: the ``RestartPolicy`` of automatic recovery."""
 
     interval: Optional[float] = None
     storage: Union[None, str, Tuple[Any, str]] = None
@@ -79,8 +82,10 @@ class CheckpointSettings:
         if self.guarantee not in _GUARANTEES:
             raise ValueError(f"CheckpointSettings: guarantee must be one of {_GUARANTEES}, got {self.guarantee!r}")
         if self.alignment not in _ALIGNMENTS:
-            raise ValueError(f"CheckpointSettings: alignment must be one of {_ALIGNMENTS} (logged alignment is not "
-                             f"built yet), got {self.alignment!r}")
+            raise ValueError(f"CheckpointSettings: alignment must be one of {_ALIGNMENTS}, got {self.alignment!r}")
+        if self.alignment == "logged" and self.guarantee != "exactly_once":
+            raise ValueError("CheckpointSettings: alignment='logged' is a way to get exactly-once without blocking; "
+                             f"it needs guarantee='exactly_once', got {self.guarantee!r}")
         if not isinstance(self.restart, RestartPolicy):
             raise TypeError(f"CheckpointSettings: restart must be a RestartPolicy, got {self.restart!r}")
         s = self.storage

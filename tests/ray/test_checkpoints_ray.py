@@ -84,19 +84,21 @@ def test_refused_before_any_actor_starts(ckpt_mat):
     assert wait_no_island_actors() == []
 
 
-def test_an_at_least_once_fan_in_on_ray_checkpoints_and_restores_losing_nothing(ray_session, ray_mat, tmp_path):
+@pytest.mark.parametrize("guarantee,alignment", [("at_least_once", "aligned"), ("exactly_once", "logged")])
+def test_a_fan_in_on_ray_checkpoints_without_holding_inputs_and_restores(ray_session, ray_mat, tmp_path, guarantee,
+                                                                        alignment):
     def graph():
         slow = Source.range(0, 200).throttle(100, 0.1).map(lambda x: ("slow", x)).island()
         fast = Source.range(0, 5000).map(lambda x: ("fast", x)).island()
         return slow.merge(fast).island().to_mat(TestSink.probe(), Keep.right)
 
-    mat = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(storage=str(tmp_path),
-                                                                          guarantee="at_least_once"))
+    mat = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(storage=str(tmp_path), guarantee=guarantee,
+                                                                          alignment=alignment))
     try:
-        probe = graph().run(mat, name="alo")
+        probe = graph().run(mat, name="fan-in")
         probe.request(50)
         got = probe.expect_next_n(50)
-        g = mat.running_graph("alo")
+        g = mat.running_graph("fan-in")
         assert g.checkpoint_now(timeout=30).id == 1
         info = g.stop_with_checkpoint(timeout=30)
         assert g.wait(30)
@@ -105,5 +107,7 @@ def test_an_at_least_once_fan_in_on_ray_checkpoints_and_restores_losing_nothing(
     got += _rest(graph().run(ray_mat, restore_from=info))
     for side, n in (("slow", 200), ("fast", 5000)):
         seen = [x for s, x in got if s == side]
-        assert set(seen) == set(range(n)), side  # nothing lost (repeats allowed)
+        assert set(seen) == set(range(n)), side  # nothing lost
+        if guarantee == "exactly_once":
+            assert seen == list(range(n)), side  # nothing repeated, each side in order
     assert wait_no_island_actors() == []

@@ -162,7 +162,8 @@ class IslandActor:
             host.checkpointer = IslandCheckpointer(host, island.interpreter, plan.index, plan.name, island.keys,
                                                    island_fingerprint(plan), self._checkpoint_report,
                                                    attempt=checkpoint.get("attempt", 0),
-                                                   aligned=checkpoint.get("aligned", True))
+                                                   aligned=checkpoint.get("aligned", True),
+                                                   logged=checkpoint.get("logged", False))
         self.outputs = {ch + wire_base: b for ch, b in island.outputs.items()}
         self.inputs = {ch + wire_base: b for ch, b in island.inputs.items()}
         self.exports.on_future_done = self._future_done

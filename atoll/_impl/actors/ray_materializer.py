@@ -181,7 +181,8 @@ class RayMaterializer(Materializer):
         if checkpointing:
             storage, first_id = open_storage(self.checkpoint, build.name, restored_from)
             ckpt = {"storage": self.checkpoint.storage, "graph": build.name, "attempt": 0,
-                    "aligned": self.checkpoint.guarantee == "exactly_once"}
+                    "aligned": self.checkpoint.guarantee == "exactly_once",
+                    "logged": self.checkpoint.alignment == "logged"}
         launcher = IslandLauncher([(p.index, p.name, p.finish_plan(), self._actor_options(p), p.options)
                                    for p in phases], settings, ckpt, self._pool)
         islands, results = launcher.launch(0, snapshots)

@@ -524,6 +524,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
             return
         self.outstanding -= n
         self.received += n
+        if self.log is not None and not self.log_complete:
+            self._log_frame(frame, ts, n)
         self.frames_received += 1
         if self.acks and not self.ack_pending and self.frames_received - self.frames_acked >= self.ack_every:
             # confirm at the end of the turn, unless a request sent meanwhile carried the confirmation
@@ -601,6 +603,12 @@ class InputBoundary(GraphStageLogic, OutHandler):
     blocked_at: Optional[int] = None
     #: the last checkpoint whose barrier arrived here (blocked on or, at-least-once, delivered past)
     barrier_seen: Optional[int] = None
+    #: logged checkpoints: what arrives after the island's cut of ``log_for`` and before its barrier here
+    #: (the channel's state in that checkpoint; the elements are delivered as usual too)
+    log: Optional[list] = None
+    log_ts: Optional[list] = None
+    log_for: Optional[int] = None
+    log_complete = False
 
     def chunk_capable(self) -> bool:
         return True
@@ -657,6 +665,39 @@ class InputBoundary(GraphStageLogic, OutHandler):
         elems = _peek(buf, n)
         ts = _peek(self.ts_buffer, n) if self.ts_buffer is not None else None
         return elems, ts
+
+    def start_log(self, checkpoint_id: int) -> None:
+        """Record what arrives from now on until barrier ``checkpoint_id`` (the island's cut is done)."""
+        self.log, self.log_for, self.log_complete = [], checkpoint_id, False
+        self.log_ts = [] if self.ts_buffer is not None else None
+
+    def _log_frame(self, frame: list, ts: Optional[list], n: int) -> None:
+        """Log the frame's elements that came before the logged checkpoint's barrier (all of them if it is
+        not in this frame; the barrier's signal is still queued, delivery has not reached it)."""
+        limit = n
+        if self.barrier_seen == self.log_for:
+            base = self.received - n
+            for pos, sig in self.signals or ():
+                if type(sig) is ChannelBarrier and sig.checkpoint_id == self.log_for:
+                    limit = max(0, min(n, pos - base))
+                    break
+            self.log_complete = True
+        if limit:
+            self.log.extend(frame[:limit])
+            if self.log_ts is not None:
+                self.log_ts.extend(ts[:limit] if ts is not None else [None] * limit)
+
+    @property
+    def logged_all(self) -> bool:
+        """The log holds everything of the logged checkpoint: its barrier came, or upstream ended."""
+        return self.log_complete or self.upstream_done
+
+    def take_log(self) -> tuple:
+        """``(elements, timestamps or None)`` logged, and stop logging."""
+        elems, ts = self.log or [], self.log_ts
+        self.log = self.log_ts = self.log_for = None
+        self.log_complete = False
+        return elems, (ts if ts is not None and any(t is not None for t in ts) else None)
 
     def _emit_due_signals(self) -> None:
         """Emit every signal whose elements before it have all been pushed downstream."""

@@ -120,7 +120,8 @@ def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any],
             continue
         assembled = p.assembled
         cp = IslandCheckpointer(p.host, assembled.interpreter, p.index, p.name, assembled.keys,
-                                island_fingerprint(p.plan), report, aligned=settings.guarantee == "exactly_once")
+                                island_fingerprint(p.plan), report,
+                                aligned=settings.guarantee == "exactly_once", logged=settings.alignment == "logged")
         p.host.checkpointer = cp
         ports.append((p.index, p.name, LocalIslandPort(p.host, cp)))
     coordinator = new_coordinator(settings, storage, first, ports, running, restored_from, restore_storage)

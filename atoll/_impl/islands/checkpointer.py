@@ -24,7 +24,7 @@ import itertools
 import logging
 from typing import Any, Callable, Dict, List, Optional
 
-from ...checkpoint.snapshot import InFlight, IslandSnapshot, dumps
+from ...checkpoint.snapshot import InFlight, IslandSnapshot, dumps, loads
 from ...stage.checkpointing import NO_STATE
 from ...stage.handlers import OutHandler
 from ...stage.logic import _Emitting, _EmittingCompletion, _EmittingIterator, _EmittingSignal, _EmittingSingle
@@ -159,11 +159,16 @@ class IslandCheckpointer:
     oldest first - Flink's subsumed notifications: a lost or aborted notification is made up by the next."""
 
     def __init__(self, host, interpreter, index: int, name: str, keys: Dict[int, Any], fingerprint: list,
-                 report: Callable[..., None], attempt: int = 0, aligned: bool = True):
+                 report: Callable[..., None], attempt: int = 0, aligned: bool = True, logged: bool = False):
         self.host = host
         #: exactly-once: an input that delivered barrier n waits for the cut; at-least-once (False): it goes
         #: on, so the cut (once every input saw n) holds effects of elements its source will replay
-        self.aligned = aligned
+        self.aligned = aligned and not logged
+        #: logged (exactly-once, never blocking): cut at the first barrier or injection, then log each other
+        #: input until its barrier comes; the ack waits for the logs (Chandy-Lamport's channel recording)
+        self.logged = logged
+        #: while logging: (the cut's snapshot bytes, the inputs being logged)
+        self.logging: Optional[tuple] = None
         self.interpreter = interpreter
         self.index = index
         self.name = name
@@ -231,6 +236,7 @@ class IslandCheckpointer:
         if checkpoint_id > self.done_upto:
             self.done_upto = checkpoint_id
         if self.pending is not None and self.pending <= checkpoint_id:
+            self._stop_logging()
             self._release()
 
     def barrier_reached(self, boundary: InputBoundary, checkpoint_id: int) -> bool:
@@ -243,6 +249,7 @@ class IslandCheckpointer:
 
     def _begin(self, checkpoint_id: int) -> None:
         if self.pending is not None:
+            self._stop_logging()
             self._release()  # a newer checkpoint subsumes the one in progress
         self.pending = checkpoint_id
         self.injected = False
@@ -251,10 +258,11 @@ class IslandCheckpointer:
     def _aligned(self) -> bool:
         n = self.pending
         any_barrier = False
+        logged = self.logged
         for b in self.inputs:
             if b.barrier_seen == n:
                 any_barrier = True
-            elif not b.delivered_all:
+            elif not (logged or b.delivered_all):
                 return False
         return self.injected or any_barrier
 
@@ -276,7 +284,12 @@ class IslandCheckpointer:
         return None
 
     def poll(self) -> None:
-        """Cut if the pending checkpoint can be cut now; otherwise pause the sources and wait."""
+        """Cut if the pending checkpoint can be cut now; otherwise pause the sources and wait (logged: once
+        cut, ack when every log is complete)."""
+        if self.logging is not None:
+            if all(b.logged_all for b in self.logging[1]):
+                self._finish_logging()
+            return
         if self.pending is None or not self._aligned():
             return
         why = self._not_ready()
@@ -401,9 +414,47 @@ class IslandCheckpointer:
             self.prepared[n] = [(logic, value) for _key, logic, value in prepared]
         for b in self.outputs:
             b.emit_barrier(n)
+        unlogged = [b for b in self.inputs if b.barrier_seen != n and not b.delivered_all]
+        if unlogged:  # logged mode only: an aligned cut waited for every input
+            for b in unlogged:
+                b.start_log(n)
+            self.logging = (data, unlogged)
+            self.waiting_since = None
+            if self.paused:
+                self._resume_sources()
+            return
         self.done_upto = n
         self._release()
         self.report("ack", self.index, n, data)
+
+    def _finish_logging(self) -> None:
+        """Every logged input reached the checkpoint's barrier (or ended): add the logs to the cut's snapshot as
+        the channels' state, replayed ahead of the channels after a restore, and ack."""
+        n = self.pending
+        data, inputs = self.logging
+        self.logging = None
+        logs = [(self.keys.get(id(b)), b.out.id, *b.take_log()) for b in inputs]
+        if any(elems for _k, _o, elems, _ts in logs):
+            snap = loads(data)
+            for key, outlet, elems, ts in logs:
+                if elems:
+                    _append_in_flight(snap, key, outlet, elems, ts)
+            try:
+                data = dumps(snap, self._describe)
+            except Exception as e:  # noqa: BLE001 - the checkpoint fails, the stream goes on
+                self.done_upto = max(self.done_upto, n)
+                self._release()
+                self.report("decline", self.index, n, e)
+                return
+        self.done_upto = n
+        self._release()
+        self.report("ack", self.index, n, data)
+
+    def _stop_logging(self) -> None:
+        if self.logging is not None:
+            for b in self.logging[1]:
+                b.take_log()
+            self.logging = None
 
     def _release(self) -> None:
         self.pending = None
@@ -419,12 +470,27 @@ class IslandCheckpointer:
         """What the island waits for in the checkpoint in progress (for ``checkpoint_status``)."""
         if self.pending is None:
             return {"checkpoint": None}
+        if self.logging is not None:
+            return {"checkpoint": self.pending, "cut": True,
+                    "logging": [b.stage_name for b in self.logging[1] if not b.logged_all]}
         return {
             "checkpoint": self.pending,
             "injected": self.injected,
             "waiting_for": [b.stage_name for b in self.inputs if b.barrier_seen != self.pending and not b.delivered_all],
             "not_ready": self.waiting_since,
         }
+
+
+def _append_in_flight(snap: IslandSnapshot, key: Any, outlet: int, elems: list, ts: Optional[list]) -> None:
+    """Put ``elems`` after what ``snap`` already holds for outlet ``outlet`` of stage ``key``."""
+    for f in snap.in_flight:
+        if f.stage == key and f.outlet == outlet:
+            if f.timestamps is not None or ts is not None:
+                f.timestamps = (f.timestamps if f.timestamps is not None else [None] * len(f.elements)) + \
+                    (ts if ts is not None else [None] * len(elems))
+            f.elements = f.elements + elems
+            return
+    snap.in_flight.append(InFlight(key, outlet, list(elems), ts))
 
 
 def failure_in(interpreter) -> Optional[BaseException]:

@@ -1,6 +1,8 @@
-"""``CheckpointSettings(guarantee="at_least_once")``: an island's inputs never wait at a barrier, the cut comes
-once every input saw it, and a restore loses nothing but repeats what a fast input delivered after its
-barrier. ``exactly_once`` (the default) holds such an input at its barrier until the cut: nothing repeated."""
+"""How an island with several inputs takes its cut, per ``CheckpointSettings``: ``aligned`` exactly-once (the
+default) holds an input at its barrier until every input has delivered theirs, and a restore repeats nothing;
+``guarantee="at_least_once"`` never holds one (the cut comes once every input saw its barrier) and a restore
+repeats what a fast input delivered after its barrier; ``alignment="logged"`` never holds one either, cuts at
+the first barrier and records what the other inputs deliver until theirs come: a restore repeats nothing."""
 from __future__ import annotations
 
 import threading
@@ -9,6 +11,7 @@ from collections import Counter
 import pytest
 
 from atoll import CheckpointSettings, Keep, Materializer, Sink, Source
+from atoll.testkit import TestSink
 
 FAST = 4000
 SLOW = 10
@@ -47,12 +50,12 @@ def _wait_for(condition, what: str, timeout: float = 30.0) -> None:
         timer.cancel()
 
 
-def _run_with_a_lagging_input(tmp_path, guarantee: str):
+def _run_with_a_lagging_input(tmp_path, guarantee: str, alignment: str = "aligned"):
     """Checkpoint 1 taken while the slow island is held; returns (checkpoint, result, fast elements through
     the merge while the checkpoint waited for the slow island, the islands' status then)."""
     release, held, seen = threading.Event(), threading.Event(), [0]
     mat = Materializer.local(checkpoint=CheckpointSettings(storage=str(tmp_path), guarantee=guarantee,
-                                                           retain_on_success=True))
+                                                           alignment=alignment, retain_on_success=True))
     taken: dict = {}
     try:
         result = _merge(release, held, seen).to_mat(Sink.seq(), Keep.right).run(mat, name="lag")
@@ -61,7 +64,7 @@ def _run_with_a_lagging_input(tmp_path, guarantee: str):
         t = threading.Thread(target=lambda: taken.setdefault("info", g.checkpoint_now(timeout=60)))
         t.start()
         _wait_for(lambda: g.checkpoint_status()["in_progress"] is not None, "a checkpoint in progress")
-        if guarantee == "at_least_once":
+        if guarantee == "at_least_once" or alignment == "logged":
             _wait_for(lambda: seen[0] == FAST, "every fast element through the merge while the checkpoint waits")
         else:
             # one of the merge island's two inputs (the fast one) stands at its barrier, the other is awaited
@@ -113,7 +116,55 @@ def test_exactly_once_holds_a_fast_input_at_its_barrier_and_a_restore_repeats_no
     assert sorted(fast) == list(range(FAST)) and sorted(slow) == list(range(SLOW))
 
 
+def test_logged_alignment_lets_a_fast_input_run_on_and_a_restore_repeats_nothing(tmp_path):
+    info, first, through, status = _run_with_a_lagging_input(tmp_path, "exactly_once", "logged")
+    assert info.id == 1
+    assert through == FAST and status["in_progress"] is not None  # all of it, while the checkpoint waited
+    # the merge island cut at the fast barrier and logs its slow input until that barrier comes
+    assert [">merge"] in [s.get("logging") for s in status["islands"].values()], status
+    fast, slow = _sides(first)
+    assert fast == list(range(FAST)) and slow == list(range(SLOW))
+    fast, slow = _sides(_restored(info))
+    assert sorted(fast) == list(range(FAST)) and slow == list(range(SLOW))  # exactly once, slow side in order
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+@pytest.mark.parametrize("at", [0, 5, 200, 398])
+def test_logged_alignment_round_trips_a_zip_of_two_islands_exactly(tmp_path, fusion, at):
+    def make():
+        left = Source.range(0, 400).map(lambda x: x * 2).island()
+        right = Source.range(0, 400).map(lambda x: -x).island()
+        return left.zip(right).map(lambda p: p[0] + p[1])
+
+    expected = [x for x in range(400)]
+    mat = Materializer.local(fusion=fusion, checkpoint=CheckpointSettings(storage=str(tmp_path), alignment="logged",
+                                                                          retain_on_success=True))
+    try:
+        probe = make().to_mat(TestSink.probe(), Keep.right).run(mat, name="zip")
+        probe.request(at + 1)
+        got = probe.expect_next_n(at + 1)
+        info = mat.running_graph("zip").stop_with_checkpoint(timeout=30)
+    finally:
+        mat.shutdown()
+    again = Materializer.local(fusion=fusion)
+    try:
+        probe = make().to_mat(TestSink.probe(), Keep.right).run(again, restore_from=info)
+        probe.request(1000)
+        rest = probe.expect_next_n(399 - at)
+        probe.expect_complete()
+    finally:
+        again.shutdown()
+    assert got + rest == expected
+
+
 @pytest.mark.parametrize("guarantee", ["banana", "exactly-once"])
 def test_an_unknown_guarantee_is_refused_naming_the_argument(guarantee):
     with pytest.raises(ValueError, match="guarantee"):
         CheckpointSettings(guarantee=guarantee)
+
+
+def test_logged_alignment_needs_exactly_once_and_an_unknown_alignment_is_refused():
+    with pytest.raises(ValueError, match="alignment='logged'.*exactly_once"):
+        CheckpointSettings(guarantee="at_least_once", alignment="logged")
+    with pytest.raises(ValueError, match="alignment must be one of"):
+        CheckpointSettings(alignment="unaligned")
