@@ -43,7 +43,15 @@ class WindowEngine(ABC):
     elements (the stage routes them to ``late_to``); ``on_late="fail"`` raises ``StreamError`` instead and wins over
     diverting. ``early_every`` is only the promise that ``fire_early`` will be called (it rules out the pane path);
     the ticks themselves come from the stage. ``stats`` is the ``WindowStats`` to keep current (a new one if None).
+
+    Engines are slotted (here and in every subclass): the per-element and per-window paths read a dozen
+    attributes of ``self``, and a slot read stays a fixed-offset load whatever the number of attributes (an
+    instance dict stops sharing its keys past 30 of them, and every read then hashes the name).
     """
+
+    __slots__ = ("name", "spec", "_key", "_create", "_add", "_merge", "_result", "_aggregate_pure", "_lateness",
+                 "_accumulate", "_early_count", "_early_every", "_fail", "_divert", "_max_open", "stats", "watermark",
+                 "_seq")
 
     def __new__(cls, name: str, spec: Any, *args: Any, **kwargs: Any) -> "WindowEngine":
         if cls is WindowEngine:

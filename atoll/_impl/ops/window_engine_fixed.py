@@ -19,6 +19,8 @@ ACC, NEW, FIRED, SEQ, KEY, START, END = range(7)
 class FixedWindowEngine(WindowEngine):
     """Sliding windows (any slide), one accumulator per window: an element costs ``size/slide`` aggregate calls."""
 
+    __slots__ = ("_size", "_slide", "_offset", "_wins", "_due", "_due_heap", "_exp", "_exp_heap")
+
     def _init_state(self) -> None:
         spec = self.spec
         self._size = spec.size
@@ -144,6 +146,8 @@ class FixedWindowEngine(WindowEngine):
 
 class TumblingEngine(FixedWindowEngine):
     """Tumbling windows: an element costs one dict lookup and one ``add``."""
+
+    __slots__ = ()
 
     def element(self, elem: Any, ts: Any, recs: Recs, stamps: Stamps) -> None:
         key = None if self._key is None else self._key(elem)

@@ -32,6 +32,9 @@ class PaneSlidingEngine(WindowEngine):
     aggregation of panes (Two-Stacks), so a firing merges a constant number of accumulators amortized, whatever
     ``size / slide``; no inverse is needed. Late firings merge the window's non-empty panes."""
 
+    __slots__ = ("_size", "_slide", "_offset", "_pane", "_pure", "_zero", "_keys", "_due", "_due_heap", "_exp",
+                 "_exp_heap", "_unfired_from")
+
     @staticmethod
     def applies(spec: Any, key: Any = None, aggregate: Any = None, **opts: Any) -> bool:
         """Panes need ``merge`` and integer bounds, and serve no early firings (per-window deltas)."""
@@ -46,6 +49,8 @@ class PaneSlidingEngine(WindowEngine):
         self._offset = spec.offset
         self._pane = math.gcd(spec.size, spec.slide)
         self._pure = self._aggregate_pure
+        # pure helpers never mutate an accumulator: one ``create()`` serves every new pane
+        self._zero = self._create() if self._pure else _NONE
         self._keys: Dict[Any, KeyPanes] = {}      # key -> its panes
         self._due: Dict[Any, List[KeyPanes]] = {}  # end -> the keys with an unfired window ending there
         self._due_heap: List[Any] = []
@@ -124,6 +129,27 @@ class PaneSlidingEngine(WindowEngine):
                     return
                 self._slow_element(kp, ps, True, elem, ts, recs, stamps)
                 return
+            # a new pane after the key's last one, all of whose windows are unfired, opening one window (the
+            # one starting in it: the others hold the previous pane): the common way a pane begins, inline
+            starts = kp.starts
+            if starts and ps > starts[-1] and ps >= self._unfired_from and self._max_open is None:
+                slide = self._slide
+                last = (ps - off) // slide * slide + off          # the start of the pane's last window
+                if (starts[-1] - off) // slide * slide + off + slide == last:   # the last pane's last window + 1
+                    zero = self._zero
+                    panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
+                    starts.append(ps)
+                    if ps < kp.hi:
+                        kp.invalidate()
+                    end = last + self._size
+                    bucket = self._due.get(end)
+                    if bucket is None:
+                        self._due[end] = [kp]
+                        heappush(self._due_heap, end)
+                    else:
+                        bucket.append(kp)
+                    self.stats.open_windows += 1
+                    return
         else:
             kp = self._keys[key] = KeyPanes(key)
         self._new_pane(kp, ps, elem, ts, recs, stamps)
@@ -208,17 +234,64 @@ class PaneSlidingEngine(WindowEngine):
         h = self._due_heap
         if h and h[0] <= w:
             due, create, merge, result, append = self._due, self._create, self._merge, self._result, recs.append
-            exp, exp_heap, lateness, size = self._exp, self._exp_heap, self._lateness, self._size
+            exp, exp_heap, lateness, size, slide = self._exp, self._exp_heap, self._lateness, self._size, self._slide
             new, set_key, set_start, set_end, set_value, set_timing, set_superseded = _WINDOW_SETTERS
-            pure = self._pure
+            pure, zero, keys, stats = self._pure, self._zero, self._keys, self.stats
             while h and h[0] <= w:
                 end = heappop(h)
                 ts = end - 1 if type(end) is int else max_timestamp(end)
                 start = end - size
+                bound = start + slide   # panes below it have no window after this one
                 bucket = due.pop(end)
-                for kp in bucket:   # make_window inline: the per-window path
-                    acc = kp.window(start, end, create, merge, pure)
-                    rec = new(Window)
+                t = end + lateness      # the windows of one end expire together
+                at_once = t <= w        # (at once without allowed lateness: each as it fires)
+                for kp in bucket:
+                    hi = kp.hi
+                    if pure and hi > start:
+                        # KeyPanes.window inline for the helpers that never mutate (the per-window path): evict
+                        # the panes before ``start`` from the FIFO's front, the panes in [hi, end) enter its back
+                        fps = kp.front_ps
+                        if fps and fps[-1] < start:
+                            fagg = kp.front_agg
+                            fps.pop()
+                            fagg.pop()
+                            while fps and fps[-1] < start:
+                                fps.pop()
+                                fagg.pop()
+                        if not fps:
+                            bps = kp.back_ps
+                            if bps and bps[0] < start:
+                                kp._flip(create, merge, True)
+                                fagg = kp.front_agg
+                                while fps and fps[-1] < start:
+                                    fps.pop()
+                                    fagg.pop()
+                        starts = kp.starts
+                        agg = kp.back_agg
+                        i = bisect_left(starts, hi)
+                        n = len(starts)
+                        if i < n and starts[i] < end:
+                            panes, bps, bacc = kp.panes, kp.back_ps, kp.back_acc
+                            if agg is None:
+                                agg = zero
+                            while i < n:
+                                ps = starts[i]
+                                if ps >= end:
+                                    break
+                                a = panes[ps]
+                                bps.append(ps)
+                                bacc.append(a)
+                                agg = merge(agg, a)
+                                i += 1
+                            kp.back_agg = agg
+                        kp.hi = end
+                        if fps:
+                            acc = merge(zero, kp.front_agg[-1]) if agg is None else merge(kp.front_agg[-1], agg)
+                        else:
+                            acc = create() if agg is None else merge(zero, agg)
+                    else:
+                        acc = kp.window(start, end, create, merge, pure)
+                    rec = new(Window)   # make_window inline
                     set_key(rec, kp.key)
                     set_start(rec, start)
                     set_end(rec, end)
@@ -226,12 +299,21 @@ class PaneSlidingEngine(WindowEngine):
                     set_timing(rec, "on_time")
                     set_superseded(rec, ())
                     append(rec)
+                    if at_once:   # _expire_bucket inline: the window expires with the panes it was the last of
+                        starts = kp.starts
+                        if starts and starts[0] < bound:
+                            if len(starts) == 1 or starts[1] >= bound:   # one pane leaves: the common case
+                                del kp.panes[starts[0]]
+                                del starts[0]
+                            else:
+                                kp.remove_below(bound)
+                            if not starts:
+                                del keys[kp.key]
                 stamps.extend([ts] * len(bucket))
-                t = end + lateness   # the windows of one end expire together: the bucket moves whole
-                if t <= w:           # (at once without allowed lateness)
-                    self._expire_bucket(end, bucket)
+                if at_once:
+                    stats.open_windows -= len(bucket)
                     continue
-                fired = exp.get(t)
+                fired = exp.get(t)   # the bucket moves whole
                 if fired is None:
                     exp[t] = bucket
                     heappush(exp_heap, t)
@@ -308,6 +390,8 @@ class EarlyPaneSlidingEngine(PaneSlidingEngine):
     marked pane, reading each key's windows in increasing start order from a FIFO of its own (``KeyPanes.reader``):
     a merge per pane and window, amortized, whatever ``size / slide``. Count-based early firings (``early_count``)
     and discarding mode keep the per-window engine: both need what each window received since its last firing."""
+
+    __slots__ = ()
 
     @staticmethod
     def applies(spec: Any, key: Any = None, aggregate: Any = None, **opts: Any) -> bool:

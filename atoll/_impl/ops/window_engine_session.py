@@ -23,6 +23,8 @@ def _order(s: list) -> tuple:
 class SessionEngine(WindowEngine):
     """Session windows (gap-separated activity per key); a key's entry is deleted with its last session."""
 
+    __slots__ = ("_gap", "_sessions", "_due_heap", "_exp_heap", "_tokens")
+
     def _init_state(self) -> None:
         self._gap = self.spec.gap
         self._sessions: Dict[Any, List[list]] = {}
