@@ -94,13 +94,19 @@ def _emit(counter: str):
     return fn
 
 
-def pool_actors_alive() -> int:
+def pool_actors_alive(include_warm: bool = False) -> int:
+    """Pool actors alive, apart from those idle in a materializer's warm pool (kept for the next graph,
+    not leaked) unless ``include_warm``."""
     import ray_helpers
     from ray.util.state import list_actors
 
+    from atoll._impl.actors.warm_pool import idle_actor_ids
+
+    warm = set() if include_warm else idle_actor_ids()
     address = f"http://{ray_helpers.DASHBOARD}" if ray_helpers.DASHBOARD else None
-    return len(list_actors(address=address, filters=[("class_name", "=", "PoolActor"), ("state", "=", "ALIVE")],
-                           limit=1000, raise_on_missing_output=False))
+    return len([a for a in list_actors(address=address, filters=[("class_name", "=", "PoolActor"),
+                                                                 ("state", "=", "ALIVE")],
+                                       limit=1000, raise_on_missing_output=False) if a.actor_id not in warm])
 
 
 def wait_until(cond, timeout: float = 30.0, what: str = "") -> None:
@@ -226,7 +232,8 @@ def test_actors_started_by_the_driver_are_gone_after_the_island_died(rmat, count
     kill_island(graph, 0)
     with pytest.raises(IslandDiedError):
         fut.result(60)
-    assert_no_pool_actor()
+    # killed, not kept warm: the island never released them
+    wait_until(lambda: pool_actors_alive(include_warm=True) == 0, what="every pool actor to be gone")
 
 
 def test_no_pool_actor_left_after_cancel_and_kill_switch(rmat, counter):
@@ -317,4 +324,56 @@ def test_a_local_materializer_with_ray_uses_ray_actors(ray_session):
         m.shutdown()
     assert [x for x, _ in out] == list(range(20))
     assert os.getpid() not in {pid for _, pid in out}  # ran in Ray actors, not in driver threads
+    assert_no_pool_actor()
+
+
+# =========================================================================== warm pool actors
+class _ActorId:
+    def __init__(self, counter: str):
+        ray.get(ray.get_actor(counter).new_instance.remote())
+
+    def __call__(self, x):
+        if x == "fail":
+            raise ModelError("fail")
+        return ray.get_runtime_context().get_actor_id()
+
+
+def _warm_pool_actor_ids() -> set:
+    """Ids of the alive pool actors idle in a warm pool."""
+    import ray_helpers
+    from ray.util.state import list_actors
+
+    from atoll._impl.actors.warm_pool import idle_actor_ids
+
+    address = f"http://{ray_helpers.DASHBOARD}" if ray_helpers.DASHBOARD else None
+    alive = {a.actor_id for a in list_actors(address=address, filters=[("class_name", "=", "PoolActor"),
+                                                                        ("state", "=", "ALIVE")],
+                                             limit=1000, raise_on_missing_output=False)}
+    return alive & idle_actor_ids()
+
+
+def test_driver_started_actors_of_a_clean_graph_are_reused_and_a_failed_graphs_are_killed(rmat, counter):
+    """A graph that ended cleanly leaves the actors the driver started warm: the next graph with the same
+    options takes them (same actors, ``factory()`` built again); a graph whose stage failed kills them."""
+    import functools
+
+    factory = functools.partial(_ActorId, counter)
+
+    def run(data):
+        # options of this test only: the warm actors other tests left (num_cpus=CPU) are not taken here
+        return Source.from_iterable(data).map_pool(factory, size=2, num_cpus=0.2).run_with(Sink.seq(), rmat)
+
+    before = _warm_pool_actor_ids()
+    first = set(run(list(range(20))).result(120))
+    wait_until(lambda: len(_warm_pool_actor_ids() - before) == 2, what="both actors kept warm")
+    warm = _warm_pool_actor_ids() - before
+    assert first <= warm
+    second = set(run(list(range(20))).result(120))
+    assert second <= warm  # the same worker processes
+    assert ray.get(ray.get_actor(counter).get.remote())["instances"] == 4  # factory() ran again on each
+    wait_until(lambda: _warm_pool_actor_ids() - before == warm, what="both actors back in the warm pool")
+    with pytest.raises(ModelError):
+        run([1, "fail", 2]).result(120)
+    # the failed graph took both warm actors and killed them
+    wait_until(lambda: not _warm_pool_actor_ids() & warm, what="the failed graph's actors to be gone")
     assert_no_pool_actor()

@@ -11,6 +11,19 @@ same for both:
   element (``fetch=False``, Ray only: the values stay in the object store);
 * ``kill()``: stop it now (``ray.kill(no_restart=True)``; a local thread ends after its current call).
 
+**Warm pool actors** (Ray islands, ``Materializer.ray`` with its warm pool). The actors the driver starts
+for a graph (``MapPool.prepare_on_driver``) are not always killed at the end: when the island's stage ended
+cleanly (completed, or cancelled by downstream), the island ``release()``s them - the ``factory()`` instance
+is dropped - instead of killing them, and the driver hands each to the materializer's warm pool
+(``WarmActorPool.add_fresh``) once its ``reset()`` answered True; only a released actor does, any other is
+killed then. An actor released with calls in flight (downstream cancelled) finishes them first: the release
+is the island's last call to it and one caller's calls run in order, so it joins the pool only once nothing
+of the old graph is left. The next graph with the same actor options takes it and ``init``s it with its own
+``factory``: the worker process is reused, ``factory()`` runs again (a model loads once per actor per
+graph, as before). Actors asking for GPUs or custom resources are never kept (an idle warm actor holds what
+it asked for until it is taken or the pool's idle timeout ends it). Actors the island started itself
+(scaling, replacements) are killed as before.
+
 Ray actors are created with ``max_restarts=0, max_task_retries=0``: Ray never replays a call, so the
 stage knows exactly which elements an actor death lost. The wrapper's ``__init__`` never raises: it
 keeps ``factory``'s exception and ``ready()`` raises it, so the stage sees the original error (an
@@ -75,9 +88,29 @@ class PoolActor:
 
     def __init__(self, factory: Callable[[], Any], method: str):
         self.inst = PoolInstance(factory, method)
+        self.released = False
 
     def ready(self) -> None:
         self.inst.ready()
+
+    def init(self, factory: Callable[[], Any], method: str) -> None:
+        """A warm actor taken by a new graph: build its ``factory()`` instance (raises as ``ready``)."""
+        self.released = False
+        self.inst = PoolInstance(factory, method)
+        self.inst.ready()
+
+    def release(self) -> None:
+        """The island's stage ended cleanly and leaves this actor to the driver: drop the instance."""
+        self.inst = None
+        self.released = True
+        import gc
+
+        gc.collect()
+
+    def reset(self) -> bool:
+        """The driver's check before keeping this actor warm: True only if the island released it."""
+        self.inst = None
+        return self.released
 
     def call(self, elems: list, batched: bool) -> list:
         return self.inst.run(elems, batched)
@@ -107,17 +140,56 @@ def ray_active() -> bool:
 
 
 class RayWorker:
-    """A pool worker that is a Ray actor."""
+    """A pool worker that is a Ray actor: a new one, or (``actor``) a warm one taken from the driver's warm
+    pool, ``init``ed with ``factory`` now (the ref of that call is its readiness)."""
 
-    __slots__ = ("actor",)
+    __slots__ = ("actor", "ready_ref")
 
     kind = "ray"
 
-    def __init__(self, factory, method: str, options: dict):
-        self.actor = _ray_actor_class().options(max_restarts=0, max_task_retries=0, **options).remote(factory, method)
+    def __init__(self, factory, method: str, options: dict, actor=None):
+        if actor is None:
+            self.actor = _ray_actor_class().options(max_restarts=0, max_task_retries=0, **options) \
+                .remote(factory, method)
+            self.ready_ref = None
+        else:
+            self.actor = actor
+            self.ready_ref = actor.init.remote(factory, method)
 
     def start(self):
-        return self.actor.ready.remote()
+        return self.ready_ref if self.ready_ref is not None else self.actor.ready.remote()
+
+    def release(self) -> None:
+        """Leave the actor alive for the driver's warm pool (see the module docstring)."""
+        try:
+            self.actor.release.remote()
+        except Exception:  # noqa: BLE001 - already gone: the driver's check kills it
+            pass
+
+    def give_back(self, pool, key) -> None:
+        """The graph ended (driver): ask the actor whether the island released it; once it answers, keep it
+        in ``pool`` if so, else kill it. Nothing here waits: the answer comes after the calls the island
+        sent before its release (one caller's calls run in order), so an actor in the pool has none left."""
+        try:
+            ref = self.actor.reset.remote()
+        except Exception:  # noqa: BLE001 - the handle is unusable
+            self.kill()
+            return
+        actor = self.actor
+
+        def settle(fut) -> None:
+            try:
+                ok = fut.result() is True
+            except Exception:  # noqa: BLE001 - died meanwhile
+                ok = False
+            if ok:
+                pool.add_fresh(key, actor, None)  # a closed pool kills it
+            else:
+                self.kill()
+
+        # the callback runs on a Ray thread: what it does (RPCs) goes from a thread of its own
+        ref.future().add_done_callback(
+            lambda fut: threading.Thread(target=settle, args=(fut,), name="atoll-pool-settle", daemon=True).start())
 
     def call(self, elems: list, batched: bool, fetch: bool):
         if fetch:

@@ -122,6 +122,21 @@ def _check_exceptions(value: Any) -> tuple:
     raise TypeError(f"{OP}: argument 'retry_exceptions' must be an exception class or a tuple of them, got {value!r}")
 
 
+def _warm_key(options: dict):
+    """The warm-pool key of pool actors with these options; never equal to an island actor's key. None
+    (never kept warm): options not comparable by value, or actors asking for GPUs or custom resources - an
+    idle warm actor keeps what it asked for until it is taken or its idle time is over, and a GPU is too
+    dear to hold idle."""
+    import pickle
+
+    if options.get("num_gpus") or options.get("resources"):
+        return None
+    try:
+        return ("atoll.map_pool", pickle.dumps(sorted(options.items()), protocol=5))
+    except Exception:  # noqa: BLE001 - e.g. a scheduling strategy holding a handle
+        return None
+
+
 class MapPool(FlowStage):
     """Emits ``getattr(factory(), method)(elem)`` for every element, computed by a pool of workers (Ray
     actors; local threads without Ray), each built once by ``factory()``. With ``batch_size=b`` the
@@ -205,13 +220,21 @@ class MapPool(FlowStage):
         the island actor does (see the module docstring); the driver kills them when the graph has ended."""
         if not ctx.remote or self.min_size == 0 or not ray_active():
             return self, None
-        workers = tuple(RayWorker(self.factory, self.method, self.options) for _ in range(self.min_size))
+        pool = getattr(ctx.materializer, "warm_pool", None)  # the Ray materializer's warm actors (None: no reuse)
+        if pool is not None and not (hasattr(pool, "take") and hasattr(pool, "add_fresh")):
+            pool = None
+        key = _warm_key(self.options) if pool is not None else None
+        workers = tuple(RayWorker(self.factory, self.method, self.options, actor=pool.take(key) if key else None)
+                        for _ in range(self.min_size))
 
-        def kill() -> None:
+        def end() -> None:
             for w in workers:
-                w.kill()
+                if key is None:
+                    w.kill()
+                else:
+                    w.give_back(pool, key)  # kept warm only if the island released it
 
-        ctx.on_end(kill)
+        ctx.on_end(end)
         stage = copy.copy(self)  # same shape and ports; this copy carries the handles
         stage.prestarted = workers
         return stage, None
@@ -299,6 +322,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self._progressing = False
         self._again = False
         self.bound = stage.parallelism  # the most elements held (follows ``max`` on resize)
+        self.clean = False  # the stage completed or downstream cancelled (no failure): actors may be kept warm
         self.chunked = False  # the chunk form runs (``enable_chunks``)
         self.stamped = False  # event time: results carry their element's timestamp
 
@@ -439,8 +463,11 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.prestarted = []
         workers, self.workers = list(self.workers.values()), {}
         for w in workers:
+            if w.prestarted and self.clean and w.state == _READY:
+                w.handle.release()  # the driver's actor: it may keep it warm for the next graph (actor_pool)
+            else:
+                w.handle.kill()
             w.state = _DEAD
-            w.handle.kill()
         self.in_flight = 0
         c = self.control
         c._stopped = True
@@ -484,6 +511,10 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
 
     def on_upstream_finish(self) -> None:
         self._progress()
+
+    def on_downstream_finish(self, cause: BaseException) -> None:
+        self.clean = True  # a cancel, not a failure
+        super().on_downstream_finish(cause)
 
     def on_signal(self, signal) -> None:
         self.epochs.signal(self, signal)
@@ -695,6 +726,7 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         if self.is_closed(self.in_):
             if self.held == 0:
                 self.stopped = True
+                self.clean = True
                 self.complete_stage()
                 return
         elif self.demanded and self.held < self.bound and not self.has_been_pulled(self.in_):
