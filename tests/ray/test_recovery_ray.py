@@ -246,3 +246,57 @@ def test_handles_are_rebound_to_the_new_actors_a_probe_continues_after_the_check
     finally:
         mat.shutdown()
     assert wait_no_island_actors() == []
+
+
+# ---------------------------------------------------------------- a cycle through islands
+STARTS = 200
+
+
+def _collatz(e):
+    start, n, steps = e
+    return (start, n // 2 if n % 2 == 0 else 3 * n + 1, steps + 1)
+
+
+def _steps(n: int) -> int:
+    k = 0
+    while n != 1:
+        n, k = (n // 2 if n % 2 == 0 else 3 * n + 1), k + 1
+    return k
+
+
+def _loop_through_two_islands():
+    """Starts at 100/s go round a loop (merge -> partition -> step island -> merge) until they reach 1."""
+    from atoll import ClosedShape, Flow, GraphDSL, Merge, OverflowStrategy, Partition, RunnableGraph
+
+    def build(b, sink):
+        step = b.add(Flow().map(_collatz).buffer(STARTS, OverflowStrategy.backpressure).island())
+        merge = b.add(Merge(2))
+        part = b.add(Partition(2, lambda e: 0 if e[1] == 1 else 1, eager_cancel=True))
+        out = b.add(Flow().take(STARTS))
+        Source.range(1, STARTS + 1).throttle(10, 0.1).map(lambda s: (s, s, 0)) >> merge.in_(0)
+        merge.out >> part.in_
+        part.out(0) >> out.in_
+        part.out(1) >> step.in_
+        step.out >> merge.in_(1)
+        out.out >> sink.in_
+        return ClosedShape
+
+    return RunnableGraph.from_graph(GraphDSL.create(build, Sink.seq()))
+
+
+@pytest.mark.parametrize("island", [0, 1], ids=["loop-head", "loop-step"])
+def test_a_cycle_through_islands_recovers_with_exact_loop_counts(ray_session, tmp_path, island):
+    mat = _mat(tmp_path)
+    try:
+        seq = _loop_through_two_islands().run(mat, name=f"loop-{island}")
+        g = mat.running_graph(f"loop-{island}")
+        assert g.checkpoint_now(timeout=30).id == 1
+        kill_island(g, island)
+        _wait_until(lambda: g.attempt == 1)
+        assert g.checkpoint_now(timeout=30).attempt == 1
+        got = seq.result(60)
+        assert sorted(got) == [(s, 1, _steps(s)) for s in range(1, STARTS + 1)]  # each exactly once, counts exact
+        assert g.restarts == 1
+    finally:
+        mat.shutdown()
+    assert wait_no_island_actors() == []

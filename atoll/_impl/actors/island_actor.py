@@ -163,7 +163,9 @@ class IslandActor:
                                                    island_fingerprint(plan), self._checkpoint_report,
                                                    attempt=checkpoint.get("attempt", 0),
                                                    aligned=checkpoint.get("aligned", True),
-                                                   logged=checkpoint.get("logged", False))
+                                                   logged=checkpoint.get("logged", False),
+                                                   feedback=[island.inputs[ch] for ch in checkpoint.get("feedback", ())
+                                                             if ch in island.inputs])
         self.outputs = {ch + wire_base: b for ch, b in island.outputs.items()}
         self.inputs = {ch + wire_base: b for ch, b in island.inputs.items()}
         self.exports.on_future_done = self._future_done

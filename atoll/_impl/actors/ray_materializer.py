@@ -33,6 +33,7 @@ from ..islands.checkpoint_setup import (
     open_storage,
     plan_stage_logics,
 )
+from ..islands.feedback import back_edge_channels
 from ..islands.island_plan import GraphBuild
 from ..ops.kill_switch import Abort, KillSwitchStage, Shutdown, SwitchCommand
 from .exports import ExportedHandle, RemoteKillSwitch, import_value
@@ -177,12 +178,13 @@ class RayMaterializer(Materializer):
         if snapshots is not None:
             check_restorable(phases, snapshots, f"checkpoint {restored_from} of {restore_storage.base}")
         if checkpointing or snapshots is not None:
-            check_checkpointable([(p.name, plan_stage_logics(p.finish_plan())) for p in phases], build.plans)
+            check_checkpointable([(p.name, plan_stage_logics(p.finish_plan())) for p in phases])
         if checkpointing:
             storage, first_id = open_storage(self.checkpoint, build.name, restored_from)
             ckpt = {"storage": self.checkpoint.storage, "graph": build.name, "attempt": 0,
                     "aligned": self.checkpoint.guarantee == "exactly_once",
-                    "logged": self.checkpoint.alignment == "logged"}
+                    "logged": self.checkpoint.alignment == "logged",
+                    "feedback": sorted(back_edge_channels(build.plans))}
         launcher = IslandLauncher([(p.index, p.name, p.finish_plan(), self._actor_options(p), p.options)
                                    for p in phases], settings, ckpt, self._pool)
         islands, results = launcher.launch(0, snapshots)

@@ -634,10 +634,11 @@ class InputBoundary(GraphStageLogic, OutHandler):
         for p, sig in tail.signals:
             if type(sig) is ChannelBarrier:
                 cp = self.checkpointer
-                if cp is None or not cp.barrier_reached(self, sig.checkpoint_id):
+                hold = None if cp is None else cp.barrier_reached(self, sig.checkpoint_id)
+                if hold is None:
                     continue  # no checkpointing here, or a checkpoint given up: the barrier is dropped
                 self.barrier_seen = sig.checkpoint_id
-                if cp.aligned:
+                if hold:
                     self.blocked_at = sig.checkpoint_id
             self.signals.append((base + p, sig))
         return frame

@@ -13,7 +13,7 @@ from ...errors import CheckpointMismatchError, CheckpointNotSupportedError
 from ...stage.checkpointing import checkpoint_refusal
 from .checkpoint_coordinator import CheckpointCoordinator, LocalIslandPort
 from .checkpointer import IslandCheckpointer, ended_cleanly, replay_in_flight
-from .feedback import cross_island_cycles
+from .feedback import back_edge_channels
 from .island_assembly import create_stage, island_fingerprint
 from .island_plan import AddStage
 
@@ -54,7 +54,7 @@ def check_restorable(phases: List[Any], snapshots: Dict[int, Any], where: str) -
             )
 
 
-def check_checkpointable(islands: List[Tuple[str, List[Tuple[Any, Any]]]], plans: List[Any]) -> None:
+def check_checkpointable(islands: List[Tuple[str, List[Tuple[Any, Any]]]]) -> None:
     """Refuse, before anything runs, a graph that checkpoints could not restore exactly. ``islands``: per island
     its name and the ``(module, logic)`` of its stages."""
     refused = []
@@ -65,12 +65,6 @@ def check_checkpointable(islands: List[Tuple[str, List[Tuple[Any, Any]]]], plans
                 refused.append(f"{logic.stage_name} ({type(logic).__name__}) in island {name}: {why}")
     if refused:
         raise CheckpointNotSupportedError("checkpoints cannot restore these stages:\n  " + "\n  ".join(refused))
-    cycles = cross_island_cycles(plans)
-    if cycles:
-        raise CheckpointNotSupportedError(
-            f"a cycle runs through islands {list(cycles[0])}: checkpoints support cycles inside one island only "
-            "(a barrier sent round a loop between islands would wait for itself); remove the .island() inside the loop"
-        )
 
 
 def plan_stage_logics(plan: Any) -> List[Tuple[Any, Any]]:
@@ -106,9 +100,12 @@ def new_coordinator(settings: CheckpointSettings, storage: CheckpointStorage, fi
 
 
 def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any], running: Any,
-                     restored_from: Optional[int], restore_storage: Optional[CheckpointStorage]) -> CheckpointCoordinator:
-    """Give every island of a local graph a checkpointer reporting to a new coordinator (started with the hosts)."""
+                     restored_from: Optional[int], restore_storage: Optional[CheckpointStorage],
+                     plans: List[Any]) -> CheckpointCoordinator:
+    """Give every island of a local graph a checkpointer reporting to a new coordinator (started with the hosts);
+    ``plans``: the graph's island plans (for the channels that close cycles between islands)."""
     storage, first = open_storage(settings, name, restored_from)
+    back = back_edge_channels(plans)
     ports = []
     coordinator = None
 
@@ -121,7 +118,8 @@ def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any],
         assembled = p.assembled
         cp = IslandCheckpointer(p.host, assembled.interpreter, p.index, p.name, assembled.keys,
                                 island_fingerprint(p.plan), report,
-                                aligned=settings.guarantee == "exactly_once", logged=settings.alignment == "logged")
+                                aligned=settings.guarantee == "exactly_once", logged=settings.alignment == "logged",
+                                feedback=[b for ch, b in assembled.inputs.items() if ch in back])
         p.host.checkpointer = cp
         ports.append((p.index, p.name, LocalIslandPort(p.host, cp)))
     coordinator = new_coordinator(settings, storage, first, ports, running, restored_from, restore_storage)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ...checkpoint.snapshot import InFlight, IslandSnapshot, dumps, loads
 from ...stage.checkpointing import NO_STATE
@@ -159,7 +159,8 @@ class IslandCheckpointer:
     oldest first - Flink's subsumed notifications: a lost or aborted notification is made up by the next."""
 
     def __init__(self, host, interpreter, index: int, name: str, keys: Dict[int, Any], fingerprint: list,
-                 report: Callable[..., None], attempt: int = 0, aligned: bool = True, logged: bool = False):
+                 report: Callable[..., None], attempt: int = 0, aligned: bool = True, logged: bool = False,
+                 feedback: Sequence[InputBoundary] = ()):
         self.host = host
         #: exactly-once: an input that delivered barrier n waits for the cut; at-least-once (False): it goes
         #: on, so the cut (once every input saw n) holds effects of elements its source will replay
@@ -183,6 +184,9 @@ class IslandCheckpointer:
                         and not isinstance(lg, (InputBoundary, _Adapter))]
         for b in self.inputs:
             b.checkpointer = self
+        #: inputs that close a cycle through other islands: their barrier comes only after this island's cut,
+        #: so they are never waited for nor held, and logged from the cut until their barrier comes
+        self.feedback = frozenset(id(b) for b in feedback)
         #: the checkpoint being collected (None: idle) and the highest one finished or given up
         self.pending: Optional[int] = None
         self.done_upto = 0
@@ -239,13 +243,14 @@ class IslandCheckpointer:
             self._stop_logging()
             self._release()
 
-    def barrier_reached(self, boundary: InputBoundary, checkpoint_id: int) -> bool:
-        """Input ``boundary`` delivered everything before barrier ``checkpoint_id``; True: block it there."""
+    def barrier_reached(self, boundary: InputBoundary, checkpoint_id: int) -> Optional[bool]:
+        """Barrier ``checkpoint_id`` arrived on input ``boundary``: None to drop it (a checkpoint given up, or a
+        stale barrier), True to hold the input there until the cut (aligned), False to let it go on."""
         if checkpoint_id <= self.done_upto:
-            return False  # a checkpoint given up (or already cut, from a stale barrier)
+            return None
         if self.pending is None or checkpoint_id > self.pending:
             self._begin(checkpoint_id)
-        return True
+        return self.aligned and self.logging is None and id(boundary) not in self.feedback
 
     def _begin(self, checkpoint_id: int) -> None:
         if self.pending is not None:
@@ -258,11 +263,11 @@ class IslandCheckpointer:
     def _aligned(self) -> bool:
         n = self.pending
         any_barrier = False
-        logged = self.logged
+        logged, feedback = self.logged, self.feedback
         for b in self.inputs:
             if b.barrier_seen == n:
                 any_barrier = True
-            elif not (logged or b.delivered_all):
+            elif not (logged or b.delivered_all or id(b) in feedback):
                 return False
         return self.injected or any_barrier
 
@@ -415,7 +420,7 @@ class IslandCheckpointer:
         for b in self.outputs:
             b.emit_barrier(n)
         unlogged = [b for b in self.inputs if b.barrier_seen != n and not b.delivered_all]
-        if unlogged:  # logged mode only: an aligned cut waited for every input
+        if unlogged:  # logged mode or feedback inputs: the other cuts waited for every input
             for b in unlogged:
                 b.start_log(n)
             self.logging = (data, unlogged)

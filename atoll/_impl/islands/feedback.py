@@ -12,7 +12,7 @@ When every inlet of a stage is a feedback input (a ``Zip`` inside the loop body,
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Set, Tuple
 
 from .island_plan import AssignPort, IslandPlan, PublishOutput, TakeInput
 
@@ -113,13 +113,41 @@ def _components(nodes, edges) -> Dict[Node, int]:
     return component
 
 
-def cross_island_cycles(plans: Sequence[IslandPlan]) -> List[Tuple[str, ...]]:
-    """The cycles that pass through more than one island, each as the names of its islands (checkpoints
-    refuse them until back-edge logging exists: a barrier sent round such a loop would wait for itself)."""
-    edges = _edges(plans)
-    component = _components({n for e in edges for n in e[:2]}, edges)
-    islands: Dict[int, set] = {}
-    for (island, _), c in component.items():
-        islands.setdefault(c, set()).add(island)
-    names = {p.index: p.name for p in plans}
-    return [tuple(names[i] for i in sorted(s)) for s in islands.values() if len(s) > 1]
+def back_edge_channels(plans: Sequence[IslandPlan]) -> Set[int]:
+    """The channels that close a cycle between islands: the back edges of a depth-first walk of the graph of
+    islands and channels (islands in index order). Without them the channels form a DAG, so an island
+    waiting for barriers on its other inputs never waits for itself; a back edge's barrier always comes after
+    its island's cut (the island it leaves is downstream of the one it enters), so checkpoints log such a
+    channel from the cut until its barrier (the ABS algorithm) instead of waiting for it."""
+    succ: Dict[int, List[Tuple[int, int]]] = {p.index: [] for p in plans}
+    published: Dict[int, int] = {}
+    for plan in plans:
+        for step in plan.steps:
+            if type(step) is PublishOutput:
+                published[step.channel] = plan.index
+    for plan in plans:
+        for step in plan.steps:
+            if type(step) is TakeInput and step.channel in published:
+                succ[published[step.channel]].append((plan.index, step.channel))
+    back: Set[int] = set()
+    state: Dict[int, int] = {}  # 1: on the walk's path, 2: done
+    for root in sorted(succ):
+        if root in state:
+            continue
+        state[root] = 1
+        work = [(root, iter(succ[root]))]
+        while work:
+            node, it = work[-1]
+            step = next(it, None)
+            if step is None:
+                state[node] = 2
+                work.pop()
+                continue
+            nxt, channel = step
+            seen = state.get(nxt)
+            if seen == 1:
+                back.add(channel)
+            elif seen is None:
+                state[nxt] = 1
+                work.append((nxt, iter(succ[nxt])))
+    return back

@@ -69,8 +69,7 @@ class LocalMaterializer(Materializer):
             if build.restore is not None:
                 check_restorable(phases, build.restore, f"checkpoint {restored_from} of {restore_storage.base}")
             if checkpointing or build.restore is not None:
-                check_checkpointable([(p.name, p.stage_logics()) for p in phases if p.assembled is not None],
-                                     build.plans)
+                check_checkpointable([(p.name, p.stage_logics()) for p in phases if p.assembled is not None])
             value = resolve(mat, materialized_values(phases))
         except BaseException:
             driver.abort()
@@ -80,7 +79,8 @@ class LocalMaterializer(Materializer):
         running = RunningGraph(build.name, hosts, self._unregister, cleanups=driver.hand_over())
         coordinator = None
         if checkpointing and hosts:
-            coordinator = wire_checkpoints(self.checkpoint, build.name, phases, running, restored_from, restore_storage)
+            coordinator = wire_checkpoints(self.checkpoint, build.name, phases, running, restored_from, restore_storage,
+                                           build.plans)
         if hosts:
             self._register(running)
         for p in live:
