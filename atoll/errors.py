@@ -179,7 +179,7 @@ class CheckpointError(StreamError):
 
 class CheckpointNotSupportedError(CheckpointError):
     """The graph cannot be checkpointed as built: a stage with undeclared state, a source that cannot
-    replay, a cycle across islands. Raised when the graph is materialized, before anything runs."""
+    replay, a stage that runs substreams. Raised when the graph is materialized, before anything runs."""
 
 
 class CheckpointMismatchError(CheckpointError):
