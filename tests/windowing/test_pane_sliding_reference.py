@@ -208,3 +208,23 @@ def test_the_random_scripts_reach_every_path():
             seen["dropped"] += model.late_dropped
             seen["partial"] += model.partially_late
     assert all(seen.values()), seen
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_sum_subtracts_only_ints_and_turns_to_the_fifo_at_the_first_other_value(seed):
+    """Sum and count keep a running sum per key (add the panes entering, subtract those leaving), which is exact
+    on ints only: at the first pane holding anything else (here halves, whose sums are exact in any order, so the
+    model can compare) the engine turns to the merging FIFO for good, with the same results."""
+    rnd = random.Random(seed)
+    script = random_script(rnd, 300, False)
+    half = len(script) // 2
+    script = script[:half] + [("e", (e[1][0], e[1][1] + 0.5), e[2]) if e[0] == "e" else e for e in script[half:]]
+    e = engine(12, 3, 1, "sum", 5, True, False, True)
+    assert e._invertible
+    model = NaiveSliding(12, 3, 1, key_of, 5, True, True, HELPERS["sum"][1])
+    got, want = plain(drive(e, script)), model.run(script)
+    assert got == want
+    assert [type(r[0][4]) for r in got if r[0][0] == "win"] == [type(r[0][4]) for r in want if r[0][0] == "win"]
+    assert not e._invertible and any(type(r[0][4]) is float for r in got if r[0][0] == "win")
+    assert not engine(12, 3, 1, "min", 5, True, False, True)._invertible
+    assert engine(12, 3, 1, "count", 5, True, False, True)._invertible

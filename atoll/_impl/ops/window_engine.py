@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+import operator
 from abc import ABC, abstractmethod
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -23,6 +24,7 @@ from ...windowing import Aggregate, Late, Session, Sliding, Tumbling, WindowStat
 from ...windowing.records import make_window
 
 INF = math.inf
+_INVERTIBLE = ("Aggregate.sum", "Aggregate.count")
 
 #: What ``out`` receives in the paired form: ``(record, timestamp)`` pairs.
 Out = List[Tuple[Any, Any]]
@@ -51,7 +53,7 @@ class WindowEngine(ABC):
 
     __slots__ = ("name", "spec", "_key", "_create", "_add", "_merge", "_result", "_aggregate_pure", "_lateness",
                  "_accumulate", "_early_count", "_early_every", "_fail", "_divert", "_max_open", "stats", "watermark",
-                 "_seq")
+                 "_seq", "_invertible")
 
     def __new__(cls, name: str, spec: Any, *args: Any, **kwargs: Any) -> "WindowEngine":
         if cls is WindowEngine:
@@ -87,6 +89,9 @@ class WindowEngine(ABC):
         self._merge = aggregate.merge
         self._result = aggregate.result
         self._aggregate_pure = getattr(aggregate, "_pure", False)
+        # the helpers whose merge is ``+`` over the accumulators, so that ``-`` undoes it (exactly on ints)
+        self._invertible = (self._aggregate_pure and getattr(aggregate, "name", None) in _INVERTIBLE
+                            and aggregate.merge is operator.add)
         self._lateness = allowed_lateness
         self._accumulate = bool(accumulate)
         self._early_count = early_count

@@ -9,7 +9,10 @@ as in the per-window engine. A pane leaves its key when its last window expires,
 ``[s, s + size)`` expiring removes the key's panes below ``s + slide``; a key leaves with its last pane.
 
 An on-time firing reads the window's aggregate from the key's Two-Stacks FIFO; a late firing (allowed
-lateness, accumulating) merges the window's panes.
+lateness, accumulating) merges the window's panes. For ``Aggregate.sum`` and ``Aggregate.count`` (``+`` merges,
+``-`` undoes it) the on-time firing uses a running sum per key instead (subtract-on-evict: the panes entering are
+added, the panes leaving before the next window's start subtracted, ``KeyPanes.run``), exact on ints only: the
+first accumulator of another type turns the engine to the FIFO for good.
 """
 from __future__ import annotations
 
@@ -236,7 +239,7 @@ class PaneSlidingEngine(WindowEngine):
             due, create, merge, result, append = self._due, self._create, self._merge, self._result, recs.append
             exp, exp_heap, lateness, size, slide = self._exp, self._exp_heap, self._lateness, self._size, self._slide
             new, set_key, set_start, set_end, set_value, set_timing, set_superseded = _WINDOW_SETTERS
-            pure, zero, keys, stats = self._pure, self._zero, self._keys, self.stats
+            pure, zero, keys, stats, inv = self._pure, self._zero, self._keys, self.stats, self._invertible
             while h and h[0] <= w:
                 end = heappop(h)
                 ts = end - 1 if type(end) is int else max_timestamp(end)
@@ -246,8 +249,47 @@ class PaneSlidingEngine(WindowEngine):
                 t = end + lateness      # the windows of one end expire together
                 at_once = t <= w        # (at once without allowed lateness: each as it fires)
                 for kp in bucket:
-                    hi = kp.hi
-                    if pure and hi > start:
+                    if inv:
+                        # subtract-on-evict (sum, count): the running sum of the previous window's overlap with
+                        # this one gets the panes in [hi, end), is the value, then loses the panes before the next
+                        # window's start; only ints, which add and subtract exactly
+                        starts, panes = kp.starts, kp.panes
+                        run = kp.run
+                        if run is not None and kp.run_lo == start:
+                            i = bisect_left(starts, kp.hi)
+                        else:                     # the first window of the key since a gap or a late element
+                            run = 0
+                            i = bisect_left(starts, start)
+                        n = len(starts)
+                        while i < n:
+                            ps = starts[i]
+                            if ps >= end:
+                                break
+                            a = panes[ps]
+                            if type(a) is not int:
+                                run = None
+                                break
+                            run += a
+                            i += 1
+                        if run is not None:
+                            acc = run
+                            nxt = start + slide
+                            i = bisect_left(starts, start)
+                            while i < n:
+                                ps = starts[i]
+                                if ps >= nxt:
+                                    break
+                                run -= panes[ps]
+                                i += 1
+                            kp.run = run
+                            kp.run_lo = nxt
+                            kp.hi = end
+                        else:   # not an int: from now on the FIFO, which merges only (every key starts afresh)
+                            inv = self._invertible = False
+                            for other in keys.values():
+                                other.invalidate()
+                            acc = kp.window(start, end, create, merge, pure)
+                    elif pure and kp.hi > start:
                         # KeyPanes.window inline for the helpers that never mutate (the per-window path): evict
                         # the panes before ``start`` from the FIFO's front, the panes in [hi, end) enter its back
                         fps = kp.front_ps
@@ -268,6 +310,7 @@ class PaneSlidingEngine(WindowEngine):
                                     fagg.pop()
                         starts = kp.starts
                         agg = kp.back_agg
+                        hi = kp.hi
                         i = bisect_left(starts, hi)
                         n = len(starts)
                         if i < n and starts[i] < end:

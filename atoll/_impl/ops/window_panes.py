@@ -13,6 +13,9 @@ Panes enter the FIFO when a window containing them fires, so they are complete (
 elements change them afterwards, and those call ``invalidate()`` (the next firing rebuilds the FIFO from ``panes``).
 ``hi`` is the bound below which panes have entered the FIFO.
 
+For the invertible helpers (int sums and counts) the engine keeps ``run``, the sum of the panes in ``[run_lo, hi)``,
+instead of the two stacks (``invalidate()`` drops it too).
+
 Everything is kept in dicts and parallel lists of plain values, so a pane allocates no container of its own (no
 garbage-collector work per pane when the accumulators are numbers).
 
@@ -30,7 +33,8 @@ NEG_INF = float("-inf")
 class KeyPanes:
     """One key's panes and the FIFO aggregation of the panes of its last fired window."""
 
-    __slots__ = ("key", "panes", "starts", "front_ps", "front_agg", "back_ps", "back_acc", "back_agg", "hi", "dirty")
+    __slots__ = ("key", "panes", "starts", "front_ps", "front_agg", "back_ps", "back_acc", "back_agg", "hi", "dirty",
+                 "run", "run_lo")
 
     def __init__(self, key: Any):
         self.key = key
@@ -43,6 +47,8 @@ class KeyPanes:
         self.back_agg: Any = None        # aggregate of the back (None: empty)
         self.hi: Any = NEG_INF           # panes below ``hi`` have entered the FIFO
         self.dirty: Any = None           # processing-time early firings: the panes changed since the last tick
+        self.run: Any = None             # invertible helpers: the int sum of the panes in [run_lo, hi) (None: none)
+        self.run_lo: Any = NEG_INF
 
     def add_pane(self, ps: Any, acc: Any) -> None:
         self.panes[ps] = acc
@@ -76,6 +82,7 @@ class KeyPanes:
         self.back_acc.clear()
         self.back_agg = None
         self.hi = NEG_INF
+        self.run = None
 
     def window(self, start: Any, end: Any, create: Callable, merge: Callable, pure: bool = False) -> Any:
         """A fresh aggregate of the panes in ``[start, end)``, for an on-time firing; ``start`` must not be below
