@@ -11,18 +11,19 @@ same for both:
   element (``fetch=False``, Ray only: the values stay in the object store);
 * ``kill()``: stop it now (``ray.kill(no_restart=True)``; a local thread ends after its current call).
 
-**Warm pool actors** (Ray islands, ``Materializer.ray`` with its warm pool). The actors the driver starts
-for a graph (``MapPool.prepare_on_driver``) are not always killed at the end: when the island's stage ended
-cleanly (completed, or cancelled by downstream), the island ``release()``s them - the ``factory()`` instance
-is dropped - instead of killing them, and the driver hands each to the materializer's warm pool
-(``WarmActorPool.add_fresh``) once its ``reset()`` answered True; only a released actor does, any other is
-killed then. An actor released with calls in flight (downstream cancelled) finishes them first: the release
-is the island's last call to it and one caller's calls run in order, so it joins the pool only once nothing
-of the old graph is left. The next graph with the same actor options takes it and ``init``s it with its own
-``factory``: the worker process is reused, ``factory()`` runs again (a model loads once per actor per
-graph, as before). Actors asking for GPUs or custom resources are never kept (an idle warm actor holds what
-it asked for until it is taken or the pool's idle timeout ends it). Actors the island started itself
-(scaling, replacements) are killed as before.
+**Warm pool actors** (Ray islands, ``Materializer.ray`` with its warm pool). The actors the driver starts for
+a graph (``MapPool.prepare_on_driver``) are not always killed at the end: when the island's stage ended
+cleanly (completed, or cancelled by downstream), the island ``release()``s them instead of killing them, and
+when the graph has ended the driver's ``reset()`` drops their ``factory()`` instance and hands each to the
+materializer's warm pool (``WarmActorPool.add_fresh``) if it answered True: only an actor whose last island
+call was the release does (a restarted attempt that adopted it and called it again un-releases it); any other
+is killed then. An actor released with calls in flight (downstream cancelled) finishes them first: the release
+is the island's last call to it and one caller's calls run in order, so it joins the pool only once nothing of
+the old graph is left. The next graph with the same actor options takes it and ``init``s it with its own
+``factory``: the worker process is reused, ``factory()`` runs again (a model loads once per actor per graph,
+as before). Actors asking for GPUs or custom resources are never kept (an idle warm actor holds what it asked
+for until it is taken or the pool's idle timeout ends it). Actors the island started itself (scaling,
+replacements) are killed as before.
 
 Ray actors are created with ``max_restarts=0, max_task_retries=0``: Ray never replays a call, so the
 stage knows exactly which elements an actor death lost. The wrapper's ``__init__`` never raises: it
@@ -90,7 +91,11 @@ class PoolActor:
         self.inst = PoolInstance(factory, method)
         self.released = False
 
+    # ``released``: the last island call was ``release`` - every call of the island before it has run (one
+    # caller's calls run in order). A later island call (a restarted attempt adopting the same actor) clears
+    # it again; the instance stays until the driver's ``reset``, so such an attempt finds it intact.
     def ready(self) -> None:
+        self.released = False
         self.inst.ready()
 
     def init(self, factory: Callable[[], Any], method: str) -> None:
@@ -100,23 +105,25 @@ class PoolActor:
         self.inst.ready()
 
     def release(self) -> None:
-        """The island's stage ended cleanly and leaves this actor to the driver: drop the instance."""
-        self.inst = None
+        """The island's stage ended cleanly and leaves this actor to the driver (its last call to it)."""
         self.released = True
+
+    def reset(self) -> bool:
+        """The driver's check at the graph's end: drop the instance; True (keep it warm) only if the island's
+        last call was ``release``."""
+        self.inst = None
         import gc
 
         gc.collect()
-
-    def reset(self) -> bool:
-        """The driver's check before keeping this actor warm: True only if the island released it."""
-        self.inst = None
         return self.released
 
     def call(self, elems: list, batched: bool) -> list:
+        self.released = False
         return self.inst.run(elems, batched)
 
     def call_refs(self, elems: list, batched: bool):
         """``fetch=False``: one return per element, then the list of "is None" flags (``num_returns=n+1``)."""
+        self.released = False
         out = self.inst.run(elems, batched)
         return (*out, [r is None for r in out])
 

@@ -695,3 +695,41 @@ def test_no_worker_ready_within_ready_timeout_fails_the_stream(cmat, clock):
     finally:
         gate.set()
     assert_no_pool_thread(before)
+
+
+# =========================================================================== warm pool actors: the release protocol
+def test_pool_actor_is_kept_warm_only_if_the_islands_last_call_was_its_release():
+    """``PoolActor`` (the Ray actor class, called in-process here): the driver's ``reset`` answers True only
+    when the island's last call was ``release`` - a later ``ready`` or call (a restarted attempt adopting the
+    actor) un-releases it; the released instance stays usable until ``reset``; ``init`` builds a new one."""
+    from atoll._impl.ops.actor_pool import PoolActor
+
+    made = []
+
+    def factory(k=10):
+        made.append(k)
+        return lambda x: x * k
+
+    a = PoolActor(factory, "__call__")
+    a.ready()
+    assert a.call([1, 2], False) == [10, 20]
+    assert a.reset() is False  # never released: killed
+    a = PoolActor(factory, "__call__")
+    a.release()
+    assert a.call([3], False) == [30]  # an attempt adopting it still finds its instance
+    assert a.reset() is False
+    a = PoolActor(factory, "__call__")
+    a.call([1], False)
+    a.release()
+    a.ready()  # a restarted attempt's readiness check
+    assert a.reset() is False
+    a = PoolActor(factory, "__call__")
+    a.call([1], False)
+    a.release()
+    assert a.reset() is True  # kept warm; its instance is gone
+    assert a.inst is None
+    a.init(lambda: factory(7), "__call__")
+    assert a.call([2], False) == [14]
+    assert made == [10, 10, 10, 10, 7]
+    with pytest.raises(ZeroDivisionError):
+        a.init(lambda: 1 / 0, "__call__")
