@@ -32,7 +32,9 @@ from ._connection import (
     KEEP_GOING_MASK,
     OUT_CLOSED,
     OUT_READY,
+    PULLING,
     PULL_START_FLIP,
+    PUSHING,
     PUSH_START_FLIP,
     Cancelled,
     Failed,
@@ -173,7 +175,8 @@ class GraphStageLogic:
             st = conn.state
         except AttributeError:
             raise self._not_initialized() from None
-        if st & PULL_MASK == IN_READY:
+        # ``==`` first: the plain state costs one comparison (``&`` is not specialized for ints)
+        if st == IN_READY or st & PULL_MASK == IN_READY:
             conn.state = st ^ PULL_START_FLIP
             interp = self._interpreter
             if interp.chased is None and not interp.queue:
@@ -200,7 +203,8 @@ class GraphStageLogic:
             elem = conn.slot
         except AttributeError:
             raise self._not_initialized() from None
-        if conn.state & GRAB_MASK == IN_READY and elem is not EMPTY:
+        st = conn.state
+        if (st == IN_READY or st & GRAB_MASK == IN_READY) and elem is not EMPTY:
             conn.slot = EMPTY
             return elem
         # slow path: the port was completed, failed or cancelled meanwhile
@@ -255,7 +259,7 @@ class GraphStageLogic:
             st = conn.state
         except AttributeError:
             raise self._not_initialized() from None
-        if st & PUSH_MASK == OUT_READY and elem is not None:
+        if (st == OUT_READY or st & PUSH_MASK == OUT_READY) and elem is not None:
             conn.state = st ^ PUSH_START_FLIP
             conn.slot = elem
             interp = self._interpreter
@@ -788,6 +792,69 @@ class GraphStageLogic:
                 for handler, value, promise in pending:
                     interpreter.post_async(self, handler, value, promise)
             self._interpreter = interpreter
+        self._bind_port_calls(interpreter)
+
+    def _bind_port_calls(self, interpreter) -> None:
+        """Install per-instance ``push``/``pull``/``grab`` closures over this logic's connection lists
+        and interpreter (the per-element hot path: no ``self`` attribute loads, cell reads instead).
+
+        Each closure takes the plain case only (the port's state is exactly the one protocol bit, the
+        element is not ``None``: one integer comparison) and hands every other case (a signal or hold
+        waiting, a closed, failed or unwired port, a rule broken) to the class method, so errors and
+        edge cases stay exactly the class method's. A logic whose class overrides one of them, or that
+        bound its own on the instance (event-time stamping), keeps that one. The closures are set as
+        plain attributes: touching ``self.__dict__`` would turn the instance's inline attribute values
+        into a dict and slow every other ``self.x`` of the logic."""
+        ins, outs = self._in_conns, self._out_conns
+        queue, enqueue = interpreter.queue, self._enqueue
+        if getattr(self.push, "__func__", None) is _base_push:
+            def push(out, elem, ts=None):
+                conn = outs[out.id]
+                try:
+                    st = conn.state
+                except AttributeError:
+                    return _base_push(self, out, elem, ts)
+                if st == OUT_READY and elem is not None:
+                    conn.state = PUSHING
+                    conn.slot = elem
+                    if interpreter.chased is None and not queue:
+                        interpreter.chased = conn
+                    else:
+                        enqueue(conn)
+                else:
+                    _base_push(self, out, elem, ts)
+
+            self.push = push
+        if getattr(self.pull, "__func__", None) is _base_pull:
+            def pull(in_):
+                conn = ins[in_.id]
+                try:
+                    st = conn.state
+                except AttributeError:
+                    return _base_pull(self, in_)
+                if st == IN_READY:
+                    conn.state = PULLING
+                    if interpreter.chased is None and not queue:
+                        interpreter.chased = conn
+                    else:
+                        enqueue(conn)
+                else:
+                    _base_pull(self, in_)
+
+            self.pull = pull
+        if getattr(self.grab, "__func__", None) is _base_grab:
+            def grab(in_):
+                conn = ins[in_.id]
+                try:
+                    elem = conn.slot
+                except AttributeError:
+                    return _base_grab(self, in_)
+                if conn.state == IN_READY and elem is not EMPTY:
+                    conn.slot = EMPTY
+                    return elem
+                return _base_grab(self, in_)
+
+            self.grab = grab
 
     def _after_post_stop(self) -> None:
         """Internal cleanup after ``post_stop`` (timers, async callbacks): outstanding
@@ -799,6 +866,11 @@ class GraphStageLogic:
             for promise in feedback:
                 if not promise.done():
                     promise.set_exception(exc)
+
+
+_base_push = GraphStageLogic.push
+_base_pull = GraphStageLogic.pull
+_base_grab = GraphStageLogic.grab
 
 
 class AsyncCallback:

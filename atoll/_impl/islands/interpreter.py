@@ -29,12 +29,12 @@ from ...stage._connection import (
     HELD,
     IN_CLOSED,
     IN_FAILED,
+    IN_READY,
     KEEP_GOING_FLAG,
     KEEP_GOING_MASK,
     OUT_CLOSED,
+    OUT_READY,
     PULL_END_FLIP,
-    PULL_EVENT_MASK,
-    PUSH_EVENT_MASK,
     PULLING,
     PUSH_END_FLIP,
     PUSHING,
@@ -140,26 +140,30 @@ class GraphInterpreter:
         queue = self.queue
         pop = queue.popleft
         finished = self.finished
-        remaining = event_limit
+        # a plain push or pull event is a connection whose state is exactly PUSHING or PULLING (one
+        # integer comparison); any closing, failure, signal or hold bit beside it takes the slow path
+        pushing, pulling, in_ready, out_ready = PUSHING, PULLING, IN_READY, OUT_READY
+        remaining = event_limit if event_limit < 0 else 0  # the budget left when the loop runs out
         self.chased = None
-        while remaining > 0:
+        # the budget as a range: the loop counts events without a decrement and a test of its own
+        for left in range(event_limit, 0, -1):
             conn = self.chased
             if conn is None:
                 if not queue:
+                    remaining = left
                     break
                 conn = pop()
             else:
                 self.chased = None
-            remaining -= 1
             st = conn.state
-            if st & PUSH_EVENT_MASK == PUSHING:
-                conn.state = st ^ PUSH_END_FLIP
+            if st == pushing:
+                conn.state = in_ready  # PUSHING ^ PUSH_END_FLIP
                 try:
                     conn.on_push()
                 except Exception as e:  # noqa: BLE001
                     self._report_error(conn.in_owner, e)
-            elif st & PULL_EVENT_MASK == PULLING:
-                conn.state = st ^ PULL_END_FLIP
+            elif st == pulling:
+                conn.state = out_ready  # PULLING ^ PULL_END_FLIP
                 try:
                     conn.on_pull()
                 except Exception as e:  # noqa: BLE001
