@@ -377,3 +377,32 @@ def test_driver_started_actors_of_a_clean_graph_are_reused_and_a_failed_graphs_a
     # the failed graph took both warm actors and killed them
     wait_until(lambda: not _warm_pool_actor_ids() & warm, what="the failed graph's actors to be gone")
     assert_no_pool_actor()
+
+
+def test_warm_pool_actors_are_killed_after_their_idle_time(rmat, counter, monkeypatch):
+    """An idle warm pool actor holds the CPUs it asked for: it is killed once ``WARM_IDLE_S`` passed without
+    a graph taking it (shortened here; the expiry runs on the driver)."""
+    import functools
+
+    from atoll._impl.ops import actor_pool
+
+    monkeypatch.setattr(actor_pool, "WARM_IDLE_S", 0.5)
+    before = _warm_pool_actor_ids()
+    out = Source.range(0, 10).map_pool(functools.partial(_ActorId, counter), size=2, num_cpus=0.15) \
+        .run_with(Sink.seq(), rmat).result(120)
+    assert len(out) == 10
+    # kept warm first (the give-back is asynchronous), then gone: wait for both eventual states
+    wait_until(lambda: set(out) & (_warm_pool_actor_ids() - before) or not _pool_actor_alive(set(out)),
+               what="the actors kept warm or already expired")
+    wait_until(lambda: not _pool_actor_alive(set(out)), what="the idle warm actors to be killed")
+
+
+def _pool_actor_alive(ids: set) -> bool:
+    import ray_helpers
+    from ray.util.state import list_actors
+
+    address = f"http://{ray_helpers.DASHBOARD}" if ray_helpers.DASHBOARD else None
+    alive = {a.actor_id for a in list_actors(address=address, filters=[("class_name", "=", "PoolActor"),
+                                                                        ("state", "=", "ALIVE")],
+                                             limit=1000, raise_on_missing_output=False)}
+    return bool(alive & ids)

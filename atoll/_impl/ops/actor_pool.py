@@ -21,9 +21,10 @@ is killed then. An actor released with calls in flight (downstream cancelled) fi
 is the island's last call to it and one caller's calls run in order, so it joins the pool only once nothing of
 the old graph is left. The next graph with the same actor options takes it and ``init``s it with its own
 ``factory``: the worker process is reused, ``factory()`` runs again (a model loads once per actor per graph,
-as before). Actors asking for GPUs or custom resources are never kept (an idle warm actor holds what it asked
-for until it is taken or the pool's idle timeout ends it). Actors the island started itself (scaling,
-replacements) are killed as before.
+as before). An idle warm actor holds what it asked for: it waits ``WARM_IDLE_S`` (10 s) for the next graph
+with its options (less if the materializer's ``warm_idle_timeout`` is shorter), then it is killed; actors
+asking for GPUs or custom resources are never kept. Actors the island started itself (scaling, replacements)
+are killed as before.
 
 Ray actors are created with ``max_restarts=0, max_task_retries=0``: Ray never replays a call, so the
 stage knows exactly which elements an actor death lost. The wrapper's ``__init__`` never raises: it
@@ -191,6 +192,7 @@ class RayWorker:
                 ok = False
             if ok:
                 pool.add_fresh(key, actor, None)  # a closed pool kills it
+                _expire_later(pool, key)
             else:
                 self.kill()
 
@@ -211,6 +213,45 @@ class RayWorker:
             ray.kill(self.actor, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
+
+
+#: seconds a warm pool actor waits idle for the next graph (unless the materializer's own idle timeout is
+#: shorter): it holds the CPUs it asked for meanwhile, so it waits far less than an island actor (0 CPUs)
+WARM_IDLE_S = 10.0
+
+_warm_lock = threading.Lock()
+_warm_gen: dict = {}  # (id(pool), key) -> generation: bumped by every give-back
+
+
+def _expire_later(pool, key) -> None:
+    """Kill the idle actors of ``key`` once ``WARM_IDLE_S`` passed without another give-back of that key."""
+    with _warm_lock:
+        gen = _warm_gen[(id(pool), key)] = _warm_gen.get((id(pool), key), 0) + 1
+
+    def expire() -> None:
+        with _warm_lock:
+            if _warm_gen.get((id(pool), key)) != gen:
+                return  # given back again meanwhile: that one's timer decides
+            del _warm_gen[(id(pool), key)]
+        while True:
+            actor = pool.take(key)
+            if actor is None:
+                return
+            _kill_actor(actor)
+
+    t = threading.Timer(WARM_IDLE_S, expire)
+    t.name = "atoll-pool-warm-expiry"
+    t.daemon = True
+    t.start()
+
+
+def _kill_actor(actor) -> None:
+    import ray
+
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
 
 
 _STOP = object()
