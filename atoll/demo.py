@@ -250,7 +250,7 @@ def kill_switch_job(mat) -> None:
     warm = mat.warm_pool.idle_count() if mat.warm_pool is not None else 0
     print(f"infinite graph: stopped by the kill switch after {n:,} elements; stop took {stop * 1000:.0f} ms; "
           f"island actors left running: {alive}" + ("" if alive else f" (ended {gone * 1000:.0f} ms after shutdown"
-                                                    f"; {warm} kept warm for the next graph)"))
+                                                    f"; {warm} actors kept warm for the next graph, islands and model pool)"))
 
 
 def main(argv=None) -> int:
