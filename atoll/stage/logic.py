@@ -807,7 +807,7 @@ class GraphStageLogic:
         into a dict and slow every other ``self.x`` of the logic."""
         ins, outs = self._in_conns, self._out_conns
         queue, enqueue = interpreter.queue, self._enqueue
-        if getattr(self.push, "__func__", None) is _base_push:
+        if _rebindable(self.push, _base_push):
             def push(out, elem, ts=None):
                 conn = outs[out.id]
                 try:
@@ -824,8 +824,9 @@ class GraphStageLogic:
                 else:
                     _base_push(self, out, elem, ts)
 
+            push.port_fast_path = True
             self.push = push
-        if getattr(self.pull, "__func__", None) is _base_pull:
+        if _rebindable(self.pull, _base_pull):
             def pull(in_):
                 conn = ins[in_.id]
                 try:
@@ -841,8 +842,9 @@ class GraphStageLogic:
                 else:
                     _base_pull(self, in_)
 
+            pull.port_fast_path = True
             self.pull = pull
-        if getattr(self.grab, "__func__", None) is _base_grab:
+        if _rebindable(self.grab, _base_grab):
             def grab(in_):
                 conn = ins[in_.id]
                 try:
@@ -854,6 +856,7 @@ class GraphStageLogic:
                     return elem
                 return _base_grab(self, in_)
 
+            grab.port_fast_path = True
             self.grab = grab
 
     def _after_post_stop(self) -> None:
@@ -871,6 +874,12 @@ class GraphStageLogic:
 _base_push = GraphStageLogic.push
 _base_pull = GraphStageLogic.pull
 _base_grab = GraphStageLogic.grab
+
+
+def _rebindable(bound, base) -> bool:
+    """Whether a logic's port call is the class method ``base`` or a fast-path closure of an earlier
+    attachment (rebound to the new interpreter), not an override of its own."""
+    return getattr(bound, "__func__", None) is base or getattr(bound, "port_fast_path", False)
 
 
 class AsyncCallback:

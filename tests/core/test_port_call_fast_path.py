@@ -177,3 +177,20 @@ def test_execute_returns_the_unused_budget_and_keeps_a_chased_event_at_the_head(
     up.push_elem(3)
     assert interp.execute(5) == 3  # push to mid, mid's chased push to the probe
     assert kit.last_events() == {OnNext(3, down)}
+
+
+def test_a_logic_attached_to_a_second_interpreter_uses_the_second_one():
+    kit, up, mid, down = _wired()
+    kit2 = Kit()
+    up2 = kit2.add(kit2.upstream())
+    kit2.add(mid)
+    down2 = kit2.add(kit2.downstream())
+    kit2.connect(up2.out, mid._in_ports[0]).connect(mid._out_ports[0], down2.in_)
+    kit2.init()
+    down2.pull_in()
+    kit2.step_all()
+    assert RequestOne(up2) in kit2.last_events()
+    up2.push_elem(4)
+    kit2.step_all()
+    assert kit2.last_events() == {OnNext(4, down2)}
+    assert not kit.interpreter.queue  # nothing went to the first interpreter
