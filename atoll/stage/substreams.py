@@ -34,16 +34,19 @@ def sub_materialize(logic: GraphStageLogic, graph) -> Any:
 
 
 def _register(logic: GraphStageLogic, sub) -> None:
-    subs = logic.__dict__.get("_substreams")
+    subs = getattr(logic, "_substreams", None)  # not logic.__dict__: it would slow every attribute read
     if subs is None:
-        subs = logic.__dict__["_substreams"] = []
+        subs = logic._substreams = []
     subs.append(sub)
 
 
 def stop_substreams(logic: GraphStageLogic, failure: Optional[BaseException] = None) -> None:
     """Cancel/complete the substreams of a stopping logic (called from its ``post_stop`` path)."""
-    for sub in logic.__dict__.pop("_substreams", ()):
-        sub._parent_stopped(failure)
+    subs = getattr(logic, "_substreams", None)
+    if subs:
+        logic._substreams = None
+        for sub in subs:
+            sub._parent_stopped(failure)
 
 
 class SubSinkInlet:

@@ -65,9 +65,9 @@ class TimerGraphStageLogic(GraphStageLogic):
 
     # ------------------------------------------------------------------ internals
     def _timer_map(self) -> Dict[Any, _Timer]:
-        m = self.__dict__.get("_timers")
+        m = getattr(self, "_timers", None)  # not self.__dict__: see GraphStageLogic's attribute note
         if m is None:
-            m = self.__dict__["_timers"] = {}
+            m = self._timers = {}
         return m
 
     def _schedule(self, key: Any, kind: str, delay: float, interval: float) -> None:
@@ -100,7 +100,7 @@ class TimerGraphStageLogic(GraphStageLogic):
             self._arm(t, t.interval)
 
     def _after_post_stop(self) -> None:
-        timers = self.__dict__.get("_timers")
+        timers = getattr(self, "_timers", None)
         if timers and self._interpreter is not None:
             for t in timers.values():
                 if t.handle is not None:

@@ -156,7 +156,7 @@ class _RestartLogic(TimerGraphStageLogic):
         self.backoff()
 
     def _prune_substreams(self) -> None:
-        subs = self.__dict__.get("_substreams")
+        subs = getattr(self, "_substreams", None)
         if subs:
             subs[:] = [s for s in subs if not s.closed]
 
