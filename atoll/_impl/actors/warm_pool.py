@@ -42,10 +42,10 @@ def pool_key(options: Dict[str, Any]) -> Optional[Hashable]:
 
 
 class _Idle:
-    __slots__ = ("actor", "reset", "since")
+    __slots__ = ("actor", "reset", "until")
 
-    def __init__(self, actor, reset, since: float):
-        self.actor, self.reset, self.since = actor, reset, since
+    def __init__(self, actor, reset, until: float):
+        self.actor, self.reset, self.until = actor, reset, until
 
 
 class WarmActorPool:
@@ -98,12 +98,14 @@ class WarmActorPool:
         except Exception:  # noqa: BLE001 - the handle is unusable
             _kill(actor)
             return
-        self._put(key, _Idle(actor, reset, time.monotonic()))
+        self._put(key, _Idle(actor, reset, time.monotonic() + self.idle_timeout))
 
-    def add_fresh(self, key: Hashable, actor, ready) -> None:
-        """Keep a newly created actor (``Materializer.ray(warm_actors=n)``); ``ready``: the ref of its first
-        call, which ``take`` waits for."""
-        self._put(key, _Idle(actor, ready, time.monotonic()))
+    def add_fresh(self, key: Hashable, actor, ready, idle_timeout: Optional[float] = None) -> None:
+        """Keep a newly created actor (``Materializer.ray(warm_actors=n)``, or a pool actor its graph left);
+        ``ready``: the ref of its first call, which ``take`` waits for; ``idle_timeout``: a shorter idle time
+        for this actor than the pool's (every actor of one key must use the same)."""
+        timeout = self.idle_timeout if idle_timeout is None else min(idle_timeout, self.idle_timeout)
+        self._put(key, _Idle(actor, ready, time.monotonic() + timeout))
 
     def _put(self, key: Hashable, entry: _Idle) -> None:
         with self._lock:
@@ -129,7 +131,7 @@ class WarmActorPool:
 
     # ------------------------------------------------------------------ ending
     def _reap(self) -> None:
-        """Kill actors idle longer than ``idle_timeout``; the thread ends when the pool is empty or closed."""
+        """Kill actors whose idle time is over; the thread ends when the pool is empty or closed."""
         with self._lock:
             while True:
                 if self._closed or not any(self._idle.values()):
@@ -137,12 +139,12 @@ class WarmActorPool:
                     return
                 now = time.monotonic()
                 expired = []
-                oldest = now
-                for q in self._idle.values():
-                    while q and now - q[0].since >= self.idle_timeout:
+                soonest = now + self.idle_timeout
+                for q in self._idle.values():  # oldest first per key, one idle time per key
+                    while q and now >= q[0].until:
                         expired.append(q.popleft())
                     if q:
-                        oldest = min(oldest, q[0].since)
+                        soonest = min(soonest, q[0].until)
                 if expired:
                     self._lock.release()
                     try:
@@ -151,7 +153,7 @@ class WarmActorPool:
                     finally:
                         self._lock.acquire()
                     continue
-                self._lock.wait(max(0.01, oldest + self.idle_timeout - now))
+                self._lock.wait(max(0.01, soonest - now))
 
     def shutdown(self) -> None:
         """Kill every idle actor and stop the reaper; actors given back later are killed at once."""

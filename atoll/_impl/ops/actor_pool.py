@@ -191,8 +191,7 @@ class RayWorker:
             except Exception:  # noqa: BLE001 - died meanwhile
                 ok = False
             if ok:
-                pool.add_fresh(key, actor, None)  # a closed pool kills it
-                _expire_later(pool, key)
+                pool.add_fresh(key, actor, None, idle_timeout=WARM_IDLE_S)  # a closed pool kills it
             else:
                 self.kill()
 
@@ -218,41 +217,6 @@ class RayWorker:
 #: seconds a warm pool actor waits idle for the next graph (unless the materializer's own idle timeout is
 #: shorter): it holds the CPUs it asked for meanwhile, so it waits far less than an island actor (0 CPUs)
 WARM_IDLE_S = 10.0
-
-_warm_lock = threading.Lock()
-_warm_gen: dict = {}  # (id(pool), key) -> generation: bumped by every give-back
-
-
-def _expire_later(pool, key) -> None:
-    """Kill the idle actors of ``key`` once ``WARM_IDLE_S`` passed without another give-back of that key."""
-    with _warm_lock:
-        gen = _warm_gen[(id(pool), key)] = _warm_gen.get((id(pool), key), 0) + 1
-
-    def expire() -> None:
-        with _warm_lock:
-            if _warm_gen.get((id(pool), key)) != gen:
-                return  # given back again meanwhile: that one's timer decides
-            del _warm_gen[(id(pool), key)]
-        while True:
-            actor = pool.take(key)
-            if actor is None:
-                return
-            _kill_actor(actor)
-
-    t = threading.Timer(WARM_IDLE_S, expire)
-    t.name = "atoll-pool-warm-expiry"
-    t.daemon = True
-    t.start()
-
-
-def _kill_actor(actor) -> None:
-    import ray
-
-    try:
-        ray.kill(actor, no_restart=True)
-    except Exception:  # noqa: BLE001 - already gone
-        pass
-
 
 _STOP = object()
 
