@@ -115,7 +115,12 @@ class PartFiles:
                     raise CheckpointError(f"{self.op}: part {temp}{where} is gone from {self.path} and {final} "
                                           "does not exist: another run or sink wrote into this directory")
             else:
-                self.fs.move(src, dst)
+                try:
+                    self.fs.move(src, dst)
+                except FileNotFoundError:
+                    # committed meanwhile by another commit of the same checkpoint (a stopped run's last one)
+                    if self.fs.get_file_info(dst).type == FileType.NotFound:
+                        raise
             part = (temp, final)
             if part in self.pending:
                 self.pending.remove(part)

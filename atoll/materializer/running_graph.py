@@ -120,10 +120,15 @@ class RunningGraphBase(ABC):
         return self._require_checkpoints().status()
 
     def stop_with_checkpoint(self, timeout: Optional[float] = 60.0) -> Any:
-        """Take a checkpoint, then cancel the graph; the checkpoint stays (restore it with
-        ``run(..., restore_from=info)``). Returns its ``CheckpointInfo``."""
+        """Take a checkpoint, cancel the graph and wait until every island ended (as Flink's stop-with-savepoint:
+        a restore never runs beside the stopped run's last commits); the checkpoint stays (restore it with
+        ``run(..., restore_from=info)``). Returns its ``CheckpointInfo``; ``TimeoutError`` (naming the
+        checkpoint) when the graph did not end within ``timeout`` seconds of the checkpoint."""
         info = self.checkpoint_now(timeout)
         self.cancel(AbruptTerminationError(f"graph {self.name} was stopped with checkpoint {info.path}"))
+        if not self.wait(timeout):
+            raise TimeoutError(f"graph {self.name}: checkpoint {info.path} was taken but the graph did not end "
+                               f"within {timeout}s of it")
         return info
 
     def cancel(self, cause: Optional[BaseException] = None) -> None:

@@ -159,6 +159,7 @@ def test_checkpoint_ids_are_never_reused_and_old_ones_are_pruned(tmp_path):
     assert sorted(os.listdir(tmp_path / "ids")) == ["chk-00000003", "chk-00000004"]
     info = g.stop_with_checkpoint(timeout=10)
     assert info.id == 5
+    assert g.completion.done()  # it returns once the graph ended: a restore never runs beside it
     mat.shutdown()
     # a run restored into the same place goes on with higher ids
     mat2 = Materializer.local(checkpoint=CheckpointSettings(storage=str(tmp_path), retained=2))

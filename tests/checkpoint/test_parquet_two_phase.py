@@ -340,3 +340,35 @@ def test_with_checkpoints_a_file_at_the_path_fails_the_sink(tmp_path):
             _rows().to_mat(_sink(out), Keep.right).run(mat, name="file").result(20)
     finally:
         mat.shutdown()
+
+
+def test_a_commit_racing_another_commit_of_the_same_part_finds_it_committed(tmp_path):
+    # two commits of one prepared part (a stopped run's last one and a restore's): the one whose move finds
+    # the temporary gone while the final part exists has nothing left to do
+    from atoll.interop.parquet_parts import PartFiles
+
+    parts = PartFiles(str(tmp_path / "out"))
+    parts.start_fresh()
+    parts.write(pa.table({"x": [1, 2]}))
+    prepared = parts.prepare()
+    other = PartFiles(str(tmp_path / "out"))
+    other.restore(parts.state())
+    real_move = other.fs.move
+
+    class RacedFs:
+        """The filesystem of ``other``, whose move runs the racing commit first."""
+
+        def __getattr__(self, name):
+            return getattr(real_move.__self__, name)
+
+        def move(self, src, dst):
+            parts.commit(prepared)
+            real_move(src, dst)
+
+    other.fs = RacedFs()
+    other.commit(prepared)
+    assert _committed(tmp_path / "out") == [1, 2] and other.pending == [] and parts.pending == []
+    lost = PartFiles(str(tmp_path / "out"))
+    lost.restore({"seq": 5, "pending": [("_part-00000004-deadbeef.parquet.inprogress", "part-00000004.parquet")]})
+    with pytest.raises(CheckpointError, match=r"_part-00000004-deadbeef.parquet.inprogress is gone .* part-00000004.parquet does not exist"):
+        lost.commit(lost.pending)
