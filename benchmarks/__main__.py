@@ -26,6 +26,8 @@ BENCHMARKS: Dict[str, Tuple[str, str]] = {
                 "raw Ray baseline: actor -> actor pre-batched int lists, <= 16 calls in flight, B = 128/1024/4096"),
     "channel": ("benchmarks.channel",
                 "10^6 ints across one island boundary vs raw Ray actor->actor with the same batch and window"),
+    "channel_rows": ("benchmarks.channel_rows",
+                     "10^6 dict rows of 4 fields across one island boundary: columnar frames vs row by row, raw Ray"),
     "materialize": ("benchmarks.materialize", "run() -> first element for graphs of 1, 4 and 8 islands"),
     "killswitch": ("benchmarks.killswitch", "shutdown() from the driver -> graph ended, busy infinite graph"),
     "memory": ("benchmarks.memory", "slow sink behind a fast source, 2 islands: peak RSS per actor, object store"),

@@ -14,10 +14,33 @@ A frame (a list of elements) travels as msgpack bytes plus a list of Ray object 
 
 ``encode_message`` puts the channel id and the frame's sequence number into the same payload, so that a
 frame is a single small call argument (Ray deserializes every call argument on its own).
+
+**Columnar frames.** A frame whose elements are plain dicts with the same ``str`` keys in the same order (rows:
+what ``Source.from_spark`` and most user maps give), optionally followed by up to two non-dict tail items
+(a boundary's ``FrameTimestamps``/``FrameSignals``), travels as columns: the keys once, then one msgpack array
+of values per key, each value encoded exactly as in a row (same rules, same extensions), and the tail items as
+themselves. The receiver builds the dicts again with a comprehension specialised to the number of keys: equal
+dicts, same key order, same value types. The choice is made per frame by :func:`columns_of`, a check at C speed
+(``map``/``zip``/``count`` over the frame); any frame that does not fit goes row by row as before. (Keys are
+checked for type in the first row; a later row's key equal to it is taken as that key: an equal ``str``
+subclass key there comes back as the ``str``.)
+
+Measured (4096 rows of 4 fields int/int/str/float, one core, a process holding 300k live objects as an island
+does): row by row encodes in ~0.43 ms and decodes in ~1.03 ms; columns encode in ~0.70 ms and decode in
+~0.66 ms (7% less CPU per frame in all, and the receiving side, often the busier one, does 35% less), and the
+payload is 40% smaller. Both sides keep the cyclic garbage collector off while they walk or build the rows:
+with it on, the check's per-row iterators set off a dozen collections a frame, each walking the island's live
+objects, and columns cost the sender 2-4x more. Typed buffers for int/float columns (``array``) and pickled
+columns were measured too and were slower to encode for no gain in decoding; Arrow record batches lose Python
+types (``int`` vs ``bool``, nested values) and cost ~5 ms per frame to build. ``benchmarks/channel_rows.py``
+measures both encodings end to end.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+import gc
+import os
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cloudpickle
 import msgpack
@@ -27,6 +50,14 @@ EXT_REF = 2
 EXT_TUPLE = 3
 
 LARGE_BYTES = 100 * 1024
+
+#: columnar frames on (``ATOLL_FRAME_COLUMNS=0`` in an island's environment, or :func:`set_columns`, turns them
+#: off for the frames that process sends: the row-by-row encoding, e.g. to compare; decoding reads both)
+COLUMNS = os.environ.get("ATOLL_FRAME_COLUMNS", "1") != "0"
+#: a frame of at least this many rows goes as columns (below, the check costs more than it saves)
+COLUMNS_MIN_ROWS = 8
+#: frames with up to this many trailing non-dict items (boundary tails) still go as columns
+MAX_TAIL = 2
 
 _np = None
 _pa = None
@@ -121,16 +152,119 @@ def _ext_hook(refs: list):
     return ext_hook
 
 
+def set_columns(enabled: bool) -> None:
+    """Send rows as columns (the default) or row by row, from this process on (for measurements)."""
+    global COLUMNS
+    COLUMNS = bool(enabled)
+
+
+def columns_of(frame: List[Any]) -> Optional[Tuple[list, list, list]]:
+    """``(keys, columns, tail)`` when ``frame`` is at least ``COLUMNS_MIN_ROWS`` plain dicts with the same ``str``
+    keys in the same order (at least one key), followed by at most ``MAX_TAIL`` non-dict items (``tail``);
+    ``None`` otherwise. ``columns[i]`` lists the rows' values for ``keys[i]``, in row order."""
+    n = len(frame)
+    if n < COLUMNS_MIN_ROWS or type(frame[0]) is not dict or not COLUMNS:
+        return None
+    tail: list = []
+    t = 0  # trailing non-dict items (frame[0] is a dict, so this stops before it)
+    while t <= MAX_TAIL and type(frame[n - 1 - t]) is not dict:
+        t += 1
+    if t:
+        if t > MAX_TAIL:
+            return None
+        tail = frame[n - t:]
+        frame = frame[:n - t]
+        n -= t
+        if n < COLUMNS_MIN_ROWS:
+            return None
+    first = frame[0]
+    width = len(first)
+    if not width:
+        return None
+    if len(set(map(type, frame))) != 1 or len(set(map(len, frame))) != 1:
+        return None  # a non-dict (or dict subclass) among the rows, or rows of different sizes
+    # rows of one size: position i of every row's key sequence must equal the first row's key i, an exact str
+    # (equal to it, a later row's key is a str too, or a str subclass: see the module docstring)
+    keys = list(first)
+    for k in keys:
+        if type(k) is not str:
+            return None
+    # zip(*frame) makes an iterator per row: keep the cyclic collector from running a dozen times meanwhile
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        for k, at_i in zip(keys, zip(*frame)):
+            if at_i.count(k) != n:
+                return None
+    finally:
+        if enabled:
+            gc.enable()
+    return keys, [[r[k] for r in frame] for k in keys], tail
+
+
+_BUILDERS: Dict[int, Callable] = {}
+#: rows of more keys are built with ``dict(zip(...))``
+MAX_BUILDER_WIDTH = 256
+
+
+def _builder(width: int) -> Callable:
+    """``build(k0 .. k(w-1), c0 .. c(w-1))`` -> ``[{k0: v0, ...} for v0, ... in zip(c0, ...)]``: the rows of a
+    columnar frame, with a dict display per row (~4x faster than ``dict(zip(keys, values))``)."""
+    build = _BUILDERS.get(width)
+    if build is None:
+        ks = [f"k{i}" for i in range(width)]
+        cs = [f"c{i}" for i in range(width)]
+        vs = [f"v{i}" for i in range(width)]
+        src = (f"def build({', '.join(ks + cs)}):\n"
+               f"    return [{{{', '.join(f'{k}: {v}' for k, v in zip(ks, vs))}}} "
+               f"for ({', '.join(vs)},) in zip({', '.join(cs)})]\n")
+        ns: dict = {}
+        exec(compile(src, f"<atoll.codec rows of {width}>", "exec"), ns)  # noqa: S102 - generated from an int
+        build = _BUILDERS[width] = ns["build"]
+    return build
+
+
+def rows_of(keys: list, columns: list, tail: Optional[list] = None) -> List[Any]:
+    """The frame that ``columns_of`` took apart: new dicts with ``keys`` in order, then the ``tail`` items."""
+    keys = [sys.intern(k) for k in keys]  # as msgpack gives dict keys: lookups with literals hit identity
+    # a dict per row: keep the cyclic collector from running every few hundred of them meanwhile
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        if len(keys) <= MAX_BUILDER_WIDTH:
+            rows = _builder(len(keys))(*keys, *columns)
+        else:  # very wide rows: no generated function per width
+            rows = [dict(zip(keys, values)) for values in zip(*columns)]
+    finally:
+        if enabled:
+            gc.enable()
+    if tail:
+        rows.extend(tail)
+    return rows
+
+
 def encode(frame: List[Any]) -> Tuple[bytes, list]:
-    """``frame`` -> (payload, object refs)."""
+    """``frame`` -> (payload, object refs); rows sharing their keys go as columns (``[keys, tail, *columns]``),
+    anything else as ``[frame]``."""
     refs: list = []
-    payload = msgpack.packb(frame, default=_encoder(refs), strict_types=True, use_bin_type=True)
+    cols = columns_of(frame)
+    body = [frame] if cols is None else [cols[0], cols[2], *cols[1]]
+    payload = msgpack.packb(body, default=_encoder(refs), strict_types=True, use_bin_type=True)
     return payload, refs
+
+
+def _frame_of(body: list, start: int) -> List[Any]:
+    """The frame in ``body[start:]``: ``[frame]`` or ``[keys, tail, *columns]``."""
+    if len(body) == start + 1:
+        return body[start]
+    return rows_of(body[start], body[start + 2:], body[start + 1])
 
 
 def decode(payload: bytes, refs: list) -> List[Any]:
     """(payload, object refs) -> frame; referenced payloads are fetched (zero-copy when possible)."""
-    return msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False)
+    return _frame_of(msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False), 0)
 
 
 def encode_message(ch: int, seq: int, frame: List[Any]) -> Tuple[bytes, list]:
@@ -138,12 +272,15 @@ def encode_message(ch: int, seq: int, frame: List[Any]) -> Tuple[bytes, list]:
     id, the sequence number and the frame, so that a frame is one small call argument (Ray
     deserializes each call argument separately)."""
     refs: list = []
-    payload = msgpack.packb([ch, seq, frame], default=_encoder(refs), strict_types=True, use_bin_type=True)
+    cols = columns_of(frame)
+    body = [ch, seq, frame] if cols is None else [ch, seq, cols[0], cols[2], *cols[1]]
+    payload = msgpack.packb(body, default=_encoder(refs), strict_types=True, use_bin_type=True)
     return payload, refs
 
 
 def decode_message(payload: bytes, refs: Optional[list]) -> Tuple[int, int, List[Any]]:
     """(payload, object refs) of ``encode_message`` -> (channel id, sequence number, frame)."""
-    ch, seq, frame = msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False,
-                                     use_list=True)
-    return ch, seq, frame
+    body = msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False, use_list=True)
+    if len(body) == 3:
+        return body[0], body[1], body[2]
+    return body[0], body[1], rows_of(body[2], body[4:], body[3])
