@@ -12,21 +12,79 @@ deterministic Spark DataFrame) the stage takes part in checkpoints: its state is
 emitted, and after a restore the helper thread skips that many elements of a fresh iterator before producing.
 The skip reads what it skips (a Spark DataFrame's earlier partitions are fetched or computed again): a restore
 costs time proportional to the position, not to the rest of the stream.
+
+**Replay verification.** A factory may yield its items wrapped in :class:`Digested` (the item, a digest of its
+data, and a way to digest its first ``k`` elements): the stage then keeps, per *segment* (a run of items the
+factory marks, e.g. a Spark partition), the element range and a digest chained over the items' digests, folded
+as items are emitted, and saves them with the count. On a restore the skip computes the same digests for the
+elements it skips and fails with :class:`~atoll.errors.SourceReplayMismatchError` at the first segment whose
+content differs, naming the rows it covers: a changed source is detected even when it still has as many
+elements. A snapshot of an older version (a bare count) restores without the check.
 """
 from __future__ import annotations
 
 import collections
+import hashlib
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, List, Optional
 
 from ..errors import PortStateError
 from .._impl.ops.base import SourceStage
 from ..stage.handlers import OutHandler
 from ..stage.logic import GraphStageLogic
 
-__all__ = ["BackgroundSource"]
+__all__ = ["BackgroundSource", "Digested"]
 
 _DONE = object()
+
+
+class Digested:
+    """An item of a replayable factory with the digest of its data (see the module docstring).
+
+    ``digest``: bytes identifying the item's content; ``partial(k)``: the digest of its first ``k`` elements (a
+    chunked item of which a checkpoint cut took only a part; must not depend on when it is called); ``segment``:
+    True when the item starts a new segment, the unit a mismatch is reported in."""
+
+    __slots__ = ("item", "digest", "partial", "segment", "offset", "base")
+
+    def __init__(self, item: Any, digest: bytes, partial: Optional[Callable[[int], bytes]] = None,
+                 segment: bool = False):
+        self.item = item
+        self.digest = digest
+        self.partial = partial
+        self.segment = segment
+        #: set by a restore's skip on the rest of an item it cut: the elements cut away (``digest`` and ``partial``
+        #: are still the whole item's) and the segments of the elements before the item
+        self.offset = 0
+        self.base: Optional["_Digests"] = None
+
+
+def _chain(prev: bytes, digest: bytes) -> bytes:
+    return hashlib.blake2b(prev + digest, digest_size=16).digest()
+
+
+class _Digests:
+    """Segments of emitted elements: ``[start, end, chained digest]`` each, in order."""
+
+    __slots__ = ("segments",)
+
+    def __init__(self, segments: Optional[list] = None):
+        self.segments: List[list] = segments if segments is not None else []
+
+    def add(self, start: int, end: int, digest: bytes, segment: bool) -> None:
+        segs = self.segments
+        if segment or not segs:
+            segs.append([start, end, _chain(b"", digest)])
+        else:
+            last = segs[-1]
+            last[1] = end
+            last[2] = _chain(last[2], digest)
+
+    def state(self) -> list:
+        return [(a, b, d.hex()) for a, b, d in self.segments]
+
+    def copy(self) -> "_Digests":
+        return _Digests([list(s) for s in self.segments])
 
 
 class BackgroundSource(SourceStage):
@@ -75,6 +133,11 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         self.thread = None
         self.emitted = 0  # elements pushed downstream (a replayable source's checkpoint state)
         self.skip = 0  # after a restore: elements the helper thread skips before producing
+        self.expected: Optional[list] = None  # after a restore: the snapshot's segments, checked by the skip
+        self.arrived = 0  # elements delivered by the helper thread (Digested items: their digests are in marks)
+        self.marks: collections.deque = collections.deque()  # (start, end, Digested) of items not yet emitted whole
+        self.digests = _Digests()  # segments of the items emitted whole
+        self.verifiable = True  # False after a restore from a snapshot without segments: nothing to chain onto
 
     def pre_start(self) -> None:
         deliver = self.get_async_callback(self._arrived)
@@ -89,7 +152,7 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         try:
             it = iter(stage.factory())
             if self.skip:
-                it = _skipped(it, self.skip, stage.chunked, stage.name)
+                it = _skipped(it, self.skip, stage.chunked, stage.name, self.expected)
             while True:
                 credits.acquire()
                 if stopping.is_set():
@@ -117,11 +180,44 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
             self.finished = True
             self.error = item.error
         else:
+            if type(item) is Digested:
+                item = self._mark(item) if self.verifiable else item.item
             self.chunks.append(item)
         if self.is_available(self.out):
             self.on_pull()
         elif self.finished and not self.chunks and self.pos >= len(self.cur):
             self._end()
+
+    def _mark(self, d: "Digested") -> Any:
+        """Note a digested item's element range (the items before it emitted whole are folded in); its item."""
+        item = d.item
+        if d.base is not None:  # the rest of an item a restore's skip cut: the whole item is marked
+            self.digests = d.base
+        start = self.arrived - d.offset
+        self.arrived = end = self.arrived + (len(item) if self.stage.chunked else 1)
+        marks = self.marks
+        marks.append((start, end, d))
+        emitted = self.emitted
+        while marks and marks[0][1] <= emitted:
+            a, b, done = marks.popleft()
+            self.digests.add(a, b, done.digest, done.segment)
+        return item
+
+    def digest_state(self) -> list:
+        """The segments of the elements emitted so far (the item being emitted: its emitted part)."""
+        emitted = self.emitted
+        marks = self.marks
+        while marks and marks[0][1] <= emitted:
+            a, b, done = marks.popleft()
+            self.digests.add(a, b, done.digest, done.segment)
+        if not marks or marks[0][0] >= emitted:
+            return self.digests.state()
+        a, _, part = marks[0]
+        if part.partial is None:
+            return self.digests.state()
+        cut = self.digests.copy()
+        cut.add(a, emitted, part.partial(emitted - a), part.segment)
+        return cut.state()
 
     def _next(self):
         """The next element at hand, or ``_DONE`` when none is."""
@@ -220,32 +316,81 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
 class _ReplayableBackgroundLogic(_BackgroundLogic):
     """A background source whose factory replays: saves how many elements it emitted, skips them after a restore."""
 
-    def save_to_snapshot(self) -> int:
-        return self.emitted
+    def save_to_snapshot(self):
+        segments = self.digest_state() if self.verifiable else None
+        return {"emitted": self.emitted, "segments": segments} if segments else self.emitted
 
-    def restore_from_snapshot(self, state: int) -> None:
-        self.emitted = self.skip = state
+    def restore_from_snapshot(self, state) -> None:
+        if isinstance(state, dict):
+            self.expected = [(a, b, bytes.fromhex(d)) for a, b, d in state.get("segments") or ()] or None
+            state = state["emitted"]
+        self.emitted = self.skip = self.arrived = state
+        if self.expected:
+            self.digests = _Digests([list(s) for s in self.expected])
+        elif state:
+            self.verifiable = False  # an older snapshot (a bare count): later snapshots stay bare counts too
 
 
-def _skipped(it: Iterator[Any], n: int, chunked: bool, name: str) -> Iterator[Any]:
-    """``it`` without its first ``n`` elements (in chunked mode each item is a list of elements)."""
+def _skipped(it: Iterator[Any], n: int, chunked: bool, name: str, expected: Optional[list] = None) -> Iterator[Any]:
+    """``it`` without its first ``n`` elements (in chunked mode each item is a list of elements). With ``expected``
+    (the snapshot's segments) the skipped elements' digests must match them (see the module docstring)."""
+    from ..errors import SourceReplayMismatchError
+
     left = n
+    seen = _Digests() if expected else None
+    checked = 0  # segments of ``expected`` verified
+
+    def mismatch(a: int, b: int):
+        return SourceReplayMismatchError(
+            f"{name}: the replay after a restore differs from the checkpointed run in elements {a}..{b - 1} (the "
+            f"first {a} of the {n} elements emitted before the checkpoint are the same): the source's data changed "
+            f"since the checkpoint")
+
+    def verify(final: bool) -> None:
+        nonlocal checked
+        segs = seen.segments
+        upto = len(segs) if final else len(segs) - 1  # the last one may still grow
+        while checked < upto:
+            got = segs[checked]
+            if checked >= len(expected) or list(got) != list(expected[checked]):
+                raise mismatch(got[0], got[1] if checked >= len(expected) else max(got[1], expected[checked][1]))
+            checked += 1
+        if final and checked < len(expected):
+            raise mismatch(expected[checked][0], expected[checked][1])
+
     for item in it:
+        digested = type(item) is Digested
         if left <= 0:
-            yield item
+            yield item  # a Digested one too: the stage marks it
             continue
+        d = item if digested else None
+        if digested:
+            item = item.item
         size = len(item) if chunked else 1
+        start = n - left
         if size <= left:
             left -= size
+            if seen is not None and d is not None:
+                seen.add(start, start + size, d.digest, d.segment)
+                verify(final=left == 0)
             continue
         rest = item[left:]
+        if seen is not None:
+            base = seen.copy()
+            if d is not None and d.partial is not None:
+                seen.add(start, start + left, d.partial(left), d.segment)
+            verify(final=True)
+            if d is not None:
+                cut = Digested(rest, d.digest, d.partial, d.segment)
+                cut.offset, cut.base = left, base
+                rest = cut
         left = 0
         yield rest
     if left > 0:
-        from ..errors import SourceReplayMismatchError
-
         raise SourceReplayMismatchError(f"{name}: the checkpoint was taken after {n} elements, but a replay yields only "
-                                f"{n - left}: the source's data changed since")
+                                        f"{n - left}: the source's data changed since")
+    if seen is not None:
+        verify(final=True)
 
 
 class _Failure:

@@ -12,10 +12,13 @@ Two modes, chosen when the blueprint is built:
   recoverable path); only the copy into Ray is on demand. For DataFrames that are expensive to recompute, and for
   recovery: a fetched partition lost with its node is fetched again from Spark's cache.
 
-With checkpoints, the source saves how many rows it emitted; a restore reads the DataFrame again (from the cache
-when it is still held, else computed again) and skips those rows. That is exact for a deterministic DataFrame
-(the same rows in the same partition order on every run); rows that cannot be read again to that count fail the
-restore with ``SourceReplayMismatchError``. A DataFrame with non-deterministic steps (``rand()`` without a seed,
+With checkpoints, the source saves how many rows it emitted and, per partition, a digest of the Arrow data of
+those rows (blake2b over each slice's IPC encoding, computed on the helper thread); a restore reads the DataFrame
+again (from the cache when it is still held, else computed again), skips those rows and checks their digests. That
+is exact for a deterministic DataFrame (the same rows in the same partition order on every run); a DataFrame that
+changed fails the restore with ``SourceReplayMismatchError`` naming the rows of the first partition that differs,
+and so do rows that cannot be read again to that count. (The digests are of the slices of ``max_rows_per_batch``
+rows: restore with the same setting.) A DataFrame with non-deterministic steps (``rand()`` without a seed,
 a round-robin ``repartition`` after a shuffle) may replay different rows: cache it first (``cache=True``).
 
 Either way the island that hosts the source converts each partition in slices of at most ``max_rows_per_batch``
@@ -26,12 +29,13 @@ cancelled when the graph ends.
 from __future__ import annotations
 
 import collections
+import hashlib
 from typing import Any, Iterator, Optional
 
 from ..errors import IllegalStateError
 from .._impl.ops.base import SourceStage
 from .arrow_blocks import with_shape_of
-from .background_source import BackgroundSource
+from .background_source import BackgroundSource, Digested
 
 __all__ = ["SparkSource", "FORMATS"]
 
@@ -71,26 +75,57 @@ class _CachedTables:
 class _PartitionReader:
     """Picklable iterator factory run on the source's helper thread: partition tables, sliced and converted."""
 
-    def __init__(self, tables, fmt: str, max_rows: int, timezone: Optional[str]):
+    def __init__(self, tables, fmt: str, max_rows: int, timezone: Optional[str], digest: bool = False):
         self.tables = tables
         self.fmt = fmt
         self.max_rows = max_rows
         self.timezone = timezone
+        self.digest = digest  # yield Digested items (a replayable source: a restore checks what it skips)
 
     def __call__(self) -> Iterator[Any]:
         from .spark_frames import arrow_to_pandas, arrow_to_rows, slices
 
-        fmt, tz = self.fmt, self.timezone
+        fmt, tz, digest = self.fmt, self.timezone, self.digest
         for table in self.tables():
+            first = True
             for piece in slices(table, self.max_rows):
                 if fmt == "rows":
-                    yield arrow_to_rows(piece, tz)
+                    item = arrow_to_rows(piece, tz)
                 elif fmt == "arrow":
                     batch = piece.combine_chunks().to_batches()
-                    yield batch[0] if batch else _empty_batch(piece.schema)
+                    item = batch[0] if batch else _empty_batch(piece.schema)
                 else:
-                    yield arrow_to_pandas(piece, tz)
+                    item = arrow_to_pandas(piece, tz)
+                if digest:  # what a restore's replay checks the rows it skips against: a partition is a segment
+                    yield Digested(item, arrow_digest(piece, first),
+                                   _PartialDigest(piece) if fmt == "rows" else None, segment=first)
+                else:
+                    yield item
+                first = False
             del table
+
+
+def arrow_digest(data, with_schema: bool = False) -> bytes:
+    """A digest of an Arrow table's (or a slice's) content: blake2b over its record batches' IPC encoding
+    (~35 ns a row of 4 columns, against ~290 ns to make the row dicts; hashlib releases the GIL), and its schema's when ``with_schema``."""
+    h = hashlib.blake2b(digest_size=16)
+    if with_schema:
+        h.update(data.schema.serialize())
+    for batch in data.to_batches():
+        h.update(batch.serialize())
+    return h.digest()
+
+
+class _PartialDigest:
+    """``partial(k)`` of a rows item: the digest of the first ``k`` rows of its Arrow slice."""
+
+    __slots__ = ("piece",)
+
+    def __init__(self, piece):
+        self.piece = piece
+
+    def __call__(self, k: int) -> bytes:
+        return arrow_digest(self.piece.slice(0, k))
 
 
 def _empty_batch(schema):
@@ -151,14 +186,14 @@ class SparkSource(SourceStage):
             parts = SparkPartitions(self.df)
             ctx.on_end(parts.release)
             reader = _PartitionReader(_CachedTables(parts.fetcher, self.prefetch_partitions), self.fmt,
-                                      self.max_rows, parts.timezone)
+                                      self.max_rows, parts.timezone, digest=True)
             prefetch = 2
         else:
             from .spark_on_demand import OnDemandPartitions
 
             parts = OnDemandPartitions(self.df, prefetch=self.prefetch_partitions, remote=ctx.remote)
             ctx.on_end(parts.close)
-            reader = _PartitionReader(parts.client.tables, self.fmt, self.max_rows, parts.timezone)
+            reader = _PartitionReader(parts.client.tables, self.fmt, self.max_rows, parts.timezone, digest=True)
             prefetch = 1  # one converted slice ahead: the partitions ahead are Spark's prefetch
         # replayable: a restore recomputes (or re-fetches from the cache) the partitions and skips the rows
         # already emitted, which assumes the DataFrame yields the same rows in the same order each time
