@@ -84,11 +84,13 @@ class Sink(AsyncSinks, CollectionSinks, Blueprint):
             max_batch_delay=max_batch_delay, max_pending_batches=max_pending_batches, staging_dir=staging_dir))
 
     @staticmethod
-    def to_parquet(path: Any, schema: Any = None) -> "Sink":
-        """Write to one Parquet file (checked as ``to_spark`` checks): ``Future[int]``, the rows written."""
+    def to_parquet(path: Any, schema: Any = None, single_file: bool = False) -> "Sink":
+        """Write to one Parquet file (checked as ``to_spark`` checks): ``Future[int]``, the rows written. With
+        checkpoints ``path`` is a dataset directory of part files committed per checkpoint, or with
+        ``single_file=True`` one file assembled from them at the end (see ``ParquetSink``)."""
         from ..interop.parquet import ParquetSink
 
-        return Sink.from_graph(ParquetSink(path, schema))
+        return Sink.from_graph(ParquetSink(path, schema, single_file=single_file))
 
     @staticmethod
     def to_ray_dataset(schema: Any = None) -> "Sink":
@@ -104,7 +106,8 @@ class Sink(AsyncSinks, CollectionSinks, Blueprint):
 
     @staticmethod
     def foreach(fn: Callable[[Any], Any]) -> "Sink":
-        """Call ``fn(elem)`` for every element: ``Future[Done]``."""
+        """Call ``fn(elem)`` for every element: ``Future[Done]``. With checkpoints at-least-once: after a restore
+        ``fn`` sees again the elements after the restored checkpoint's cut (see ``ForeachSink``)."""
         return Sink.from_graph(K.ForeachSink(fn))
 
     @staticmethod

@@ -6,14 +6,15 @@ object store URI pyarrow understands on a cluster).
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, List, Optional
+import uuid
+from typing import Any, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
-from .._impl.ops.base import SinkStage, new_promise
+from .._impl.ops.base import SinkStage, fail_promise, new_promise
 from .arrow_blocks import ROWS_PER_BLOCK, PartCommittingLogic
 from .background_source import BackgroundSource
-from .parquet_parts import PartFiles
+from .parquet_parts import PartFiles, SingleFile
 from .spark_sink import arrow_schema_of
 
 __all__ = ["parquet_source", "ParquetSink", "batches_as"]
@@ -93,18 +94,33 @@ class ParquetSink(SinkStage):
     asks for a checkpoint and completes (its future too) only once that checkpoint committed the last part, so
     a completed future means every row is visible. An empty epoch writes no file.
 
+    **With checkpoints and** ``single_file=True`` ``path`` is one file, as without checkpoints: the epochs are
+    committed as parts into a hidden directory beside it (``_<name>.parts``), and once the stream ended and the
+    final checkpoint committed every part, they are concatenated in order into a hidden temporary beside the file
+    that is renamed over ``path`` (readers see the previous file or the whole new one; an object store's rename
+    is a copy); the parts are deleted then and the future completes. The file's footer names its parts, so a
+    restore after the end (of the final checkpoint or an older one) leaves exactly the failure-free file. A
+    file at ``path`` is replaced only by that rename; a directory there fails the sink. Without checkpoints
+    ``single_file`` changes nothing (one file is written directly).
+
     **Backpressures when** a row group is being written. **Completes** its future when upstream completed and
-    the file is closed (with checkpoints: the last part committed). **Cancels when** an element does not fit
-    the schema or writing fails.
+    the file is closed (with checkpoints: the last part committed, and with ``single_file`` the file in place).
+    **Cancels when** an element does not fit the schema or writing fails.
     """
 
-    def __init__(self, path: Any, schema: Any = None, rows_per_block: int = ROWS_PER_BLOCK):
+    def __init__(self, path: Any, schema: Any = None, rows_per_block: int = ROWS_PER_BLOCK,
+                 single_file: bool = False):
         super().__init__("to_parquet")
         self.path = _check_path(path, "Sink.to_parquet")
         self.schema = arrow_schema_of(schema, "Sink.to_parquet")
         if not isinstance(rows_per_block, int) or isinstance(rows_per_block, bool) or rows_per_block < 1:
             raise ValueError(f"Sink.to_parquet: rows_per_block must be an int >= 1, got {rows_per_block!r}")
+        if not isinstance(single_file, bool):
+            raise TypeError(f"Sink.to_parquet: single_file must be True or False, got {single_file!r}")
+        if single_file and self.path.rstrip("/") != self.path:
+            raise ValueError(f"Sink.to_parquet: single_file=True needs a file path, got the directory {self.path!r}")
         self.rows_per_block = rows_per_block
+        self.single_file = single_file
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
@@ -120,22 +136,70 @@ class _ParquetLogic(PartCommittingLogic):
         self.path = stage.path
         self.writer = None
         self.written = 0
+        self.single_file = stage.single_file
+        self.single: Optional[SingleFile] = None  # with parts and single_file: the file they are merged into
+        self.committed_parts: List[Tuple[str, str]] = []  # single_file: (temporary, final) committed, in order
 
     def _open_parts(self) -> PartFiles:
-        return PartFiles(self.path)
+        if not self.single_file:
+            return PartFiles(self.path)
+        self.single = SingleFile(self.path, uuid.uuid4().hex[:16])
+        self.single.start_fresh()
+        return self.single.parts()
 
     def _committed_value(self) -> int:
         return self.written
 
     def save_to_snapshot(self) -> Any:
-        return {"written": self.written, "count": self.count, "schema": self.schema, "rows": list(self.rows),
-                "rows_base": self.rows_base, "ended": self.ended, "parts": self.parts.state()}
+        state = {"written": self.written, "count": self.count, "schema": self.schema, "rows": list(self.rows),
+                 "rows_base": self.rows_base, "ended": self.ended, "parts": self.parts.state()}
+        if self.single is not None:
+            state["single"] = {"token": self.single.token, "committed": list(self.committed_parts)}
+        return state
 
     def restore_from_snapshot(self, state: Any) -> None:
         self.written, self.count, self.schema = state["written"], state["count"], state["schema"]
         self.rows, self.rows_base, self.ended = list(state["rows"]), state["rows_base"], state["ended"]
-        self.parts = PartFiles(self.path)
+        single = state.get("single")
+        if single is not None:  # the checkpoint's run merged into one file: so does this one, whatever it was given
+            self.single = SingleFile(self.path, single["token"])
+            self.committed_parts = [tuple(p) for p in single["committed"]]
+            self.parts = self.single.parts()
+            self.parts.fs.create_dir(self.parts.dir, recursive=True)  # gone if the checkpoint's run merged already
+        else:
+            self.parts = PartFiles(self.path)
         self.parts.restore(state["parts"])
+
+    # ------------------------------------------------------------------ single file
+    def _commit(self, prepared: List[Tuple[str, str]], checkpoint_id: Optional[int] = None) -> None:
+        if self.single is None:
+            super()._commit(prepared, checkpoint_id)
+            return
+        merged = None
+
+        def in_file(temp: str) -> bool:  # parts gone from the directory may be in the merged file already
+            nonlocal merged
+            if merged is None:
+                merged = {t for t, _ in self.single.merged_parts() or ()}
+            return temp in merged
+
+        self.parts.commit(prepared, checkpoint_id, merged=in_file)
+        known = set(self.committed_parts)
+        for part in prepared:
+            if part not in known:
+                known.add(part)
+                self.committed_parts.append(tuple(part))
+
+    def _complete_if_committed(self) -> bool:
+        if self.single is not None and self.ended and self.started and not self.parts.pending \
+                and self.parts.writer is None and not self._finalized:
+            try:
+                self.single.merge(self.parts, self.committed_parts, self.schema)
+            except Exception as e:  # noqa: BLE001 - the sink fails with it (a restore merges again)
+                fail_promise(self.promise, e)
+                self.fail_stage(e)
+                return True
+        return super()._complete_if_committed()
 
     # ------------------------------------------------------------------ writing
     def _put(self, table: pa.Table) -> None:

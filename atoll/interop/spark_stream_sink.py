@@ -9,10 +9,25 @@ to the sink the user named: a file format at ``path``, a ``table``, ``memory``/`
 user's ``foreach_batch`` function.
 
 **Why files:** the file source is Spark's own replayable source, so Spark's checkpoint and commit protocol apply
-unchanged. **Delivery guarantee** (within one run of the graph): every element the sink received is written
-exactly once by Spark's file and table sinks, at least once by ``foreach_batch`` (as Spark documents for it).
-Elements staged when the graph fails or is killed are discarded. A failed graph is not resumed from
-``checkpoint_location`` (Atoll's sources do not replay into it): give each run a fresh location.
+unchanged. **Delivery guarantee** without Atoll checkpoints (within one run of the graph): every element the sink
+received is written exactly once by Spark's file and table sinks, at least once by ``foreach_batch`` (as Spark
+documents for it). Elements staged when the graph fails or is killed are discarded. A failed graph is not resumed
+from ``checkpoint_location`` (Atoll's sources do not replay into it): give each run a fresh location.
+
+**With Atoll checkpoints** (``Materializer.*(checkpoint=CheckpointSettings(...))``) the guarantee holds across
+failures, restores and automatic recoveries: every element is written exactly once by Spark's file and table sinks
+(and reaches ``foreach_batch`` at least once, with the same ``batch_id`` when repeated, so a function that skips a
+batch id it has written is exactly once). The sink commits in two phases (:mod:`atoll.interop.spark_stream_staging`):
+a staged file becomes visible to Spark only once an Atoll checkpoint taken after it is complete, so Spark reads
+only rows no restore replays; the staging directory is part of the sink's state, and a restored run starts the
+query on it again with the same ``checkpoint_location`` (required with checkpoints; a run that restores nothing
+needs one without progress, a restore the one its checkpoint was taken with), so Spark skips the files it has
+processed and its own batch commit makes a batch it repeats idempotent. Rows reach Spark at the pace of the
+checkpoints: a sink with ``max_pending_batches`` files waiting for release asks for a checkpoint, and at the end
+of the stream it asks for a final one; the future completes once the query has processed every file. A graph
+that fails keeps its staging directory (a restore reads it); ``staging_dir`` must then be durable and reachable by
+the restored run. Restoring a checkpoint older than the newest one writes the rows in between again (as for
+every two-phase-commit sink).
 
 The driver watches the query (its progress, every 0.1 s) and posts how many files Spark has committed to the
 island, which stops pulling while ``max_pending_batches`` files wait and a micro-batch is gathered
@@ -36,7 +51,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ..errors import AbruptTerminationError, IllegalStateError
+from ..errors import AbruptTerminationError, CheckpointError, CheckpointNotSupportedError, IllegalStateError
 from .._impl.ops.base import SinkStage
 from .arrow_blocks import with_shape_of
 from .spark_on_demand import SparkJobError
@@ -106,7 +121,12 @@ class SparkStreamSink(SinkStage):
     **Backpressures when** ``max_pending_batches`` micro-batches wait for Spark and the next one is gathered.
     **Completes** its future when upstream completed and the query has committed every element and stopped.
     **Cancels when** an element does not fit the schema or the query fails (the graph fails with Spark's
-    message). The query is stopped however the graph ends.
+    message). The query is stopped however the graph ends (before the graph reports its end).
+
+    **Checkpoints: exactly once** into Spark's file and table sinks (at least once into ``foreach_batch``, with
+    stable batch ids) by two-phase commit: staged files are released to Spark when a checkpoint covering them
+    completes, and a restore restarts the query on the sink's staging directory with the same
+    ``checkpoint_location`` (required; see the module docstring). Rows reach Spark at checkpoint pace.
     """
 
     def __init__(self, spark: Any = None, *, path: Any = None, table: Optional[str] = None,
@@ -185,14 +205,20 @@ class SparkStreamSink(SinkStage):
             if spark is None:
                 raise IllegalStateError(f"{OP}: no Spark session is running; start one with "
                                         "atoll.interop.spark.session() or pass spark")
+        deferred = getattr(ctx.materializer, "checkpoint", None) is not None
+        if deferred and self.checkpoint_location is None:
+            raise CheckpointNotSupportedError(
+                f"{OP}: with checkpoints, give checkpoint_location (Spark's progress through the staged files must "
+                "survive a restore together with them; a restored run passes the same one)")
         directory = tempfile.mkdtemp(prefix="atoll-to-spark-stream-", dir=self.staging_dir)
         box = staging_box(ctx.remote)
-        writer = _QueryWriter(self, spark, directory, box)
+        writer = _QueryWriter(self, spark, directory, box, deferred)
         ctx.on_abort(writer.abort)
         ctx.on_end(writer.graph_ended)
-        if self.schema is not None:
+        if self.schema is not None and not deferred:
             writer.start_query(self.schema_given)
-        stage = StagingSink(self.schema, directory, box, self.rows_per_batch, self.max_batch_delay, self.max_pending)
+        stage = StagingSink(self.schema, directory, box, self.rows_per_batch, self.max_batch_delay, self.max_pending,
+                            deferred=deferred, spark_checkpoint=self.checkpoint_location)
         return with_shape_of(stage, self), writer.attach
 
     def create_logic_and_materialized_value(self, attributes):
@@ -233,6 +259,20 @@ def _check_format_exists(fmt: str, spark: Any) -> None:
         raise ValueError(f"{OP}: unknown format {fmt!r}: Spark has no data source of that name ({first})") from None
 
 
+def _logged_batches(spark: Any, location: str, log_name: str) -> int:
+    """How many micro-batches the query checkpointed at ``location`` has in its ``offsets`` (planned) or ``commits``
+    (committed) log: the highest batch id + 1, 0 for a new location; read through Hadoop's file system API (any
+    URI Spark accepts)."""
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/" + log_name)
+    fs = path.getFileSystem(conf)
+    if not fs.exists(path):
+        return 0
+    ids = [int(st.getPath().getName()) for st in fs.listStatus(path) if st.getPath().getName().isdigit()]
+    return max(ids, default=-1) + 1
+
+
 def _log_offset(offset: Any) -> Optional[int]:
     """The file stream source's offset (``{"logOffset": n}``, as a dict or JSON text) as ``n``."""
     if offset is None:
@@ -245,11 +285,15 @@ def _log_offset(offset: Any) -> Optional[int]:
 class _QueryWriter:
     """The driver's half: starts the query, posts its progress to the island, ends it with the graph."""
 
-    def __init__(self, sink: SparkStreamSink, spark: Any, directory: str, box):
+    def __init__(self, sink: SparkStreamSink, spark: Any, directory: str, box, deferred: bool = False):
         self.sink = sink
         self.spark = spark
-        self.directory = directory
+        self.directory = directory  # made for this run; a restored sink reads its own (``read_dir``)
+        self.read_dir = directory
         self.box = box
+        #: with checkpoints: the query starts on the island's offer and counts the directory's files absolutely
+        self.deferred = deferred
+        self.floor = 0  # with checkpoints: files Spark had committed from the directory when the query started
         self.result = SparkStreamWrite()
         self.result._box_actor = box.target if box.remote else None  # for tests: the mailbox actor ends with it
         self.query = None
@@ -259,15 +303,18 @@ class _QueryWriter:
         self.ended = threading.Event()  # the graph ended
         self.lock = threading.Lock()
         self.closed = False
+        self.closed_event = threading.Event()  # the query is stopped and the user's future settled
 
     # ---------------------------------------------------------------- query
-    def start_query(self, schema: Any) -> None:
+    def start_query(self, schema: Any, directory: Optional[str] = None) -> None:
         from .spark_types import to_spark_schema
 
         s = self.sink
+        if directory is not None:
+            self.read_dir = directory
         reader = (self.spark.readStream.schema(to_spark_schema(schema)).option("maxFilesPerTrigger", 1)
                   .option("cleanSource", "delete"))
-        writer = reader.parquet(Path(self.directory).as_uri()).writeStream.outputMode(s.output_mode)
+        writer = reader.parquet(Path(self.read_dir).as_uri()).writeStream.outputMode(s.output_mode)
         if s.trigger:
             writer = writer.trigger(**s.trigger)
         if s.query_name:
@@ -288,9 +335,27 @@ class _QueryWriter:
         self.result.query = query
         self.result._started.set()
 
+    def _start_offered(self, offer: Any) -> None:
+        """With checkpoints: start the query on the directory the island offered, after checking that the
+        query's checkpoint belongs to it (a run that restored nothing needs a location without progress)."""
+        schema, directory, released = offer
+        location = self.sink.checkpoint_location
+        planned = _logged_batches(self.spark, location, "offsets")
+        if released == 0 and planned:
+            raise CheckpointError(f"{OP}: checkpoint_location {location!r} holds the progress of an earlier query "
+                                  f"({planned} micro-batches); with checkpoints a run that restores nothing needs a "
+                                  "new location (a restored run the one its checkpoint was taken with)")
+        # one file per micro-batch, from this directory only: batches committed = files committed
+        self.floor = _logged_batches(self.spark, location, "commits")
+        self.start_query(schema, directory)
+
     def _committed(self) -> int:
-        """Files Spark has committed: the file source's log offset (one file per micro-batch) past its start."""
+        """Files Spark has committed: the file source's log offset (one file per micro-batch) past its start
+        (with checkpoints: since the directory's first file, across restarts of the query)."""
         progress = self.query.lastProgress
+        if self.deferred:
+            end = _log_offset(progress["sources"][0].get("endOffset")) if progress else None
+            return max(self.floor, 0 if end is None else end + 1)
         if not progress:
             return 0
         if self.base is None:
@@ -317,8 +382,14 @@ class _QueryWriter:
         return self.result
 
     def graph_ended(self) -> None:
+        """A clean-up of the graph (run before it reports its end): wake the watcher and wait until it stopped the
+        query, so that a run started after the graph ended (a restore) never meets this run's query on the same
+        checkpoint location."""
         self.ended.set()
         self.wake.set()
+        if self.island is not None and not self.closed_event.wait(END_GRACE_SECONDS + 5.0):
+            log.warning("%s: the graph ended but its Spark query %s was not stopped within %.0f s", OP,
+                        None if self.query is None else self.query.id, END_GRACE_SECONDS + 5.0)
 
     def abort(self) -> None:
         self._close(AbruptTerminationError(f"{OP}: materializing the graph failed"))
@@ -335,26 +406,41 @@ class _QueryWriter:
 
     def _watch(self) -> int:
         island, box = self.island, self.box
-        while self.query is None:  # the schema is inferred: the query starts with the first file
-            schema = box.call("take_schema", POLL_SECONDS)
-            if schema is not None:
+        while self.query is None:  # the schema is inferred (or, with checkpoints, the island offers its directory)
+            schema = box.call("take_offer" if self.deferred else "take_schema", POLL_SECONDS)
+            if schema is None and island.done():
+                schema = box.call("take_offer" if self.deferred else "take_schema", 0)
+                if schema is None:
+                    rows, files = island.result()  # raises the graph's error
+                    if files:
+                        raise IllegalStateError(f"{OP}: {files} files were staged but no schema was posted")
+                    self.result._started.set()
+                    return 0
+            if schema is None:
+                continue
+            if self.deferred:
+                self._start_offered(schema)
+                continue
+            offer = box.call("take_offer", 0)  # a sink restored into a run without checkpoints offers its own
+            if offer is not None:
+                self.deferred = True
+                self._start_offered(offer)
+            else:
                 self.start_query(schema)
-            elif island.done():
-                schema = box.call("take_schema", 0)
-                if schema is not None:
-                    self.start_query(schema)
-                    continue
-                rows, files = island.result()  # raises the graph's error
-                if files:
-                    raise IllegalStateError(f"{OP}: {files} files were staged but no schema was posted")
-                self.result._started.set()
-                return 0
         ended_at = None
         while True:
             committed = self._committed()
-            box.call("set_committed", committed)
+            if box.call("set_committed", committed) and not self.deferred:
+                # a sink restored into a run without checkpoints offers its own directory: the query started on
+                # this run's (empty) one moves there
+                self.query.stop()
+                self.deferred = True
+                self._start_offered(box.call("take_offer", 0))
+                continue
             if island.done():
                 rows, files = island.result()  # raises the graph's error
+                if self.deferred:
+                    return self._drain(rows)
                 if committed >= files:
                     return rows
             if not self.query.isActive:
@@ -365,6 +451,17 @@ class _QueryWriter:
                     raise AbruptTerminationError(f"{OP}: the graph ended without the sink's outcome")
             self.wake.wait(POLL_SECONDS)
             self.wake.clear()
+
+    def _drain(self, rows: int) -> int:
+        """With checkpoints the sink completed once every file was released: wait until Spark processed them."""
+        try:
+            self.query.processAllAvailable()
+        except Exception:  # noqa: BLE001 - the query failed: its own error says why
+            raise self._query_error() from None
+        if not self.query.isActive:
+            raise self._query_error()
+        self.box.call("set_committed", self._committed())
+        return rows
 
     def _close(self, error: Optional[BaseException], rows: int = 0) -> None:
         """Stop the query, tell the island, clean up and settle the user's future; once."""
@@ -388,8 +485,14 @@ class _QueryWriter:
                 ray.kill(self.box.target)
             except Exception:  # noqa: BLE001
                 pass
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.read_dir != self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)  # made for this run, unused: the restored sink's read
+        if error is None or not self.deferred:
+            shutil.rmtree(self.read_dir, ignore_errors=True)
+        else:
+            log.info("%s: the graph did not complete; the staged files stay in %s for a restore", OP, self.read_dir)
         self.result._started.set()
+        self.closed_event.set()
         if error is not None:
             self.result.set_exception(error)
         else:

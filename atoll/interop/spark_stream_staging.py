@@ -11,17 +11,32 @@ The island and the driver (which watches the query's progress) share a mailbox (
 for local islands, a ``num_cpus=0`` Ray actor for Ray islands): the driver posts how many files Spark has
 committed, the island posts the inferred schema before its first file. The sink stops pulling while
 ``max_pending`` files wait for Spark and a full micro-batch is gathered: that is the backpressure.
+
+**With checkpoints** (two-phase commit, exactly once into Spark's file and table sinks): a file is written under a
+hidden name (``.pending-<n>-<token>.parquet``) and is *pending* until a checkpoint whose cut came after it
+completes; ``snapshot_commit_finish`` then releases it (renamed to ``part-<n>-<token>.parquet``, where Spark sees
+it), so Spark only ever reads rows a restore will not replay. The staging directory, the pending files and the
+counts are the sink's state: a restored sink keeps its directory (it tells the driver, which starts the query on
+it with the same ``checkpoint_location``, so Spark skips the files it has processed and reads the rest), releases
+what the checkpoint prepared (idempotent: a file already released, or processed and deleted by Spark, is done) and
+deletes the pending files written after the checkpoint. A sink whose ``max_pending`` files are written but not
+released asks for a checkpoint; at the end of the stream it asks for one and completes once it released the last
+file. ``committed`` is then Spark's absolute count of the directory's files (the driver reads it from the query's
+checkpoint), comparable with the sink's count of files written, which survives restores.
 """
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
+import uuid
 from concurrent.futures import Future
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import pyarrow as pa
 
+from ..errors import CheckpointMismatchError, CheckpointNotSupportedError
 from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
 from ..stage.timers import TimerGraphStageLogic
 from .arrow_blocks import BlockLogic
@@ -30,6 +45,7 @@ from .spark_on_demand import SparkJobError, _Box
 __all__ = ["StagingBox", "StagingSink", "staging_box"]
 
 _FLUSH = "flush"
+_PENDING = re.compile(r"^\.pending-\d+-[0-9a-f]+\.parquet$")
 
 
 class StagingBox:
@@ -39,12 +55,21 @@ class StagingBox:
         self._cond = threading.Condition()
         self._committed = 0
         self._schema: Optional[pa.Schema] = None
+        self._offer: Optional[Tuple[pa.Schema, str, int]] = None
         self._error: Optional[str] = None
         self._closed = False
 
     # island side
     def offer_schema(self, schema: pa.Schema) -> None:
         with self._cond:
+            self._schema = schema
+            self._cond.notify_all()
+
+    def offer(self, schema: pa.Schema, directory: str, released: int) -> None:
+        """With checkpoints: the query may start, reading ``directory`` (a restored sink's own) with ``schema``;
+        ``released``: files the sink has released into it so far (0: a run that restored nothing)."""
+        with self._cond:
+            self._offer = (schema, directory, released)
             self._schema = schema
             self._cond.notify_all()
 
@@ -61,11 +86,18 @@ class StagingBox:
             self._cond.wait_for(lambda: self._schema is not None or self._closed, timeout)
             return self._schema
 
-    def set_committed(self, n: int) -> None:
+    def take_offer(self, timeout: float) -> Optional[Tuple[pa.Schema, str, int]]:
+        with self._cond:
+            self._cond.wait_for(lambda: self._offer is not None or self._closed, timeout)
+            return self._offer
+
+    def set_committed(self, n: int) -> bool:
+        """Post Spark's count; answers whether the island has offered its directory (``offer``)."""
         with self._cond:
             if n > self._committed:
                 self._committed = n
                 self._cond.notify_all()
+            return self._offer is not None
 
     def close(self, error: Optional[str] = None) -> None:
         with self._cond:
@@ -101,7 +133,8 @@ class StagingSink(SinkStage):
     """
 
     def __init__(self, schema: Optional[pa.Schema], directory: str, box: _Box, rows_per_batch: int,
-                 max_batch_delay: float, max_pending: int):
+                 max_batch_delay: float, max_pending: int, deferred: bool = False,
+                 spark_checkpoint: Optional[str] = None):
         super().__init__("to_spark_stream")
         self.schema = schema
         self.directory = directory
@@ -109,35 +142,157 @@ class StagingSink(SinkStage):
         self.rows_per_block = rows_per_batch
         self.max_batch_delay = max_batch_delay
         self.max_pending = max_pending
+        #: the driver runs with checkpoints: it starts the query once the island offers its directory
+        self.deferred = deferred
+        #: the query's checkpoint_location (a restore must use the one its checkpoint was taken with)
+        self.spark_checkpoint = spark_checkpoint
 
     def create_logic_and_materialized_value(self, attributes):
         promise = new_promise()
         return _StagingLogic(self, promise), promise
 
 
-class _StagingLogic(BlockLogic, TimerGraphStageLogic):
-    checkpoint_hint = ("the files staged for the Spark query are not part of Atoll's checkpoints; write with "
-                       "Sink.to_parquet or Sink.to_spark in a checkpointed graph")
+def _same_location(a: Optional[str], b: Optional[str]) -> bool:
+    def norm(x: Optional[str]) -> Optional[str]:
+        if x is None:
+            return None
+        if x.startswith("file:"):
+            x = x[len("file:"):].lstrip("/")
+            x = "/" + x
+        return x.rstrip("/") if "://" in x else os.path.abspath(x)
 
+    return norm(a) == norm(b)
+
+
+class _StagingLogic(BlockLogic, TimerGraphStageLogic):
     def __init__(self, stage: StagingSink, promise: Future):
         super().__init__(stage, promise)
         self.stage = stage
+        self.directory = stage.directory
         self.pending: List[pa.Table] = []  # checked tables not yet staged
         self.pending_rows = 0
-        self.staged = 0  # files written
+        self.staged = 0  # files written (with checkpoints: released or prepared, across restores)
         self.rows_staged = 0
         self.committed = 0  # files Spark has committed (posted by the driver)
         self.due = False  # the batch delay passed while no file could be staged
         self.waiting = False  # a pull is owed once there is room
-        self.schema_sent = stage.schema is not None
+        self.schema_sent = False
         self.last_mtime_ns = 0
         self.stopping = threading.Event()
+        # two-phase commit (with checkpoints, or restored from one)
+        self.checkpointing = False
+        self.request_checkpoint: Optional[Callable[[], None]] = None
+        self.restored: Optional[dict] = None
+        self.two_phase = False
+        self.prepared: List[Tuple[str, str]] = []  # (hidden, visible name) written, not released
+        self.released = 0  # files released to Spark
+        self.ended = False  # upstream finished: waiting for the release of the last files
+        self.requested = False  # a checkpoint was asked for since the last release
+        self.started = False
+
+    # ---------------------------------------------------------------- checkpoint hooks
+    def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
+        self.checkpointing = True
+        self.request_checkpoint = request_checkpoint
+
+    def save_to_snapshot(self) -> Any:
+        return {"count": self.count, "schema": self.schema, "rows": list(self.rows), "rows_base": self.rows_base,
+                "pending": list(self.pending), "directory": self.directory,
+                "spark_checkpoint": self.stage.spark_checkpoint, "staged": self.staged,
+                "rows_staged": self.rows_staged, "prepared": list(self.prepared), "released": self.released,
+                "last_mtime_ns": self.last_mtime_ns, "ended": self.ended}
+
+    def restore_from_snapshot(self, state: Any) -> None:
+        self.restored = state
+        self.two_phase = True
+        self.count, self.schema, self.rows_base = state["count"], state["schema"], state["rows_base"]
+        self.rows, self.pending = list(state["rows"]), list(state["pending"])
+        self.pending_rows = sum(t.num_rows for t in self.pending)
+        self.directory = state["directory"]  # where the checkpointed files are, whatever this run was given
+        self.staged, self.rows_staged = state["staged"], state["rows_staged"]
+        self.prepared = [tuple(p) for p in state["prepared"]]
+        self.released, self.last_mtime_ns, self.ended = state["released"], state["last_mtime_ns"], state["ended"]
+
+    def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
+        if not self.two_phase:
+            return None
+        self.due = True  # the epoch ends: what is gathered becomes a file now if Spark has room for it
+        self._try_stage()
+        return list(self.prepared) or None
+
+    def snapshot_commit_finish(self, checkpoint_id: int, prepared: Any, success: bool) -> None:
+        if not success or not prepared:
+            return
+        self._release(prepared)
+        self.requested = False
+        self._complete_if_released()
+
+    def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
+        """Delete the pending files the failed attempt wrote after the checkpoint (never seen by Spark)."""
+        keep = {h for h, _ in self.prepared}
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if _PENDING.match(name) and name not in keep:
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass
+
+    def _release(self, prepared: List[Tuple[str, str]]) -> None:
+        """Phase 2: make each prepared file visible to Spark, in order (idempotent: a file gone was released
+        before, and maybe processed and deleted by Spark since)."""
+        mine = set(self.prepared)
+        for hidden, visible in prepared:
+            part = (hidden, visible)
+            if part not in mine:
+                continue  # released by an earlier commit (prepared values are cumulative)
+            src = os.path.join(self.directory, hidden)
+            if os.path.exists(src):
+                # Spark's file source orders files by modification time (milliseconds): each one strictly later
+                mtime = max(time.time_ns() // 1_000_000 * 1_000_000, self.last_mtime_ns + 1_000_000)
+                os.utime(src, ns=(mtime, mtime))
+                self.last_mtime_ns = mtime
+                os.replace(src, os.path.join(self.directory, visible))
+            self.prepared.remove(part)
+            self.released += 1
+
+    def _complete_if_released(self) -> bool:
+        if self.two_phase and self.ended and self.started and not self.prepared and not self._gathered() \
+                and not self._finalized:
+            complete_promise(self.promise, (self.rows_staged, self.staged))
+            self.complete_stage()
+            return True
+        return False
 
     # ---------------------------------------------------------------- island thread
     def pre_start(self):
+        self.started = True
+        if self.restored is not None:
+            if not _same_location(self.restored["spark_checkpoint"], self.stage.spark_checkpoint):
+                self._fail(CheckpointMismatchError(
+                    f"Sink.to_spark_stream: the checkpoint was taken with checkpoint_location "
+                    f"{self.restored['spark_checkpoint']!r}, this run gives {self.stage.spark_checkpoint!r}; restore "
+                    "with the same one (Spark's progress through the staged files is kept there)"))
+                return
+        elif self.checkpointing:
+            self.two_phase = True
+        if self.checkpointing and not self.stage.deferred:
+            self._fail(CheckpointNotSupportedError("Sink.to_spark_stream: the island checkpoints but the driver "
+                                                   "prepared the sink without checkpoints"))
+            return
         committed = self.get_async_callback(self._on_committed)
         threading.Thread(target=self._watch, args=(committed,), daemon=True,
                          name="atoll-to-spark-stream-watch").start()
+        if self.two_phase:  # the driver starts (or restarts) the query on this sink's directory
+            if self.schema is not None:
+                self._send_schema()
+        else:
+            self.schema_sent = self.stage.schema is not None  # the driver started the query with it
+        if self._gathered():
+            self.schedule_once(_FLUSH, self.stage.max_batch_delay)
         super().pre_start()
 
     def on_push(self):
@@ -195,8 +350,19 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         except Exception as e:  # noqa: BLE001
             self._fail(e)
             return
+        if self.two_phase:
+            self.ended = True
+            if not self._complete_if_released():
+                self.set_keep_going(True)  # alive, its inlet closed, until the last file is released
+                self._ask_checkpoint()
+            return
         complete_promise(self.promise, (self.rows_staged, self.staged))
         self.complete_stage()
+
+    def _ask_checkpoint(self) -> None:
+        if not self.requested and self.request_checkpoint is not None:
+            self.requested = True
+            self.request_checkpoint()
 
     def _fail(self, e: BaseException) -> None:
         fail_promise(self.promise, e)
@@ -226,6 +392,8 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         if not self.pending_rows:
             self.due = False
             self.cancel_timer(_FLUSH)
+        elif self.prepared and self.staged - self.committed >= self.stage.max_pending:
+            self._ask_checkpoint()  # Spark waits for files nobody released: a checkpoint releases them
 
     def _take(self, n: int) -> pa.Table:
         """The first ``n`` pending rows (or all of them) as one table."""
@@ -242,12 +410,28 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         self.pending_rows -= rows
         return out[0] if len(out) == 1 else pa.concat_tables(out)
 
+    def _send_schema(self) -> None:
+        if self.two_phase:  # the driver starts the query on this sink's directory
+            self.stage.box.call("offer", self.schema, self.directory, self.released)
+        else:
+            self.stage.box.call("offer_schema", self.schema)  # the driver starts the query with it
+        self.schema_sent = True
+
     def _write(self, table: pa.Table) -> None:
         import pyarrow.parquet as pq
 
         if not self.schema_sent:
-            self.stage.box.call("offer_schema", self.schema)  # the driver starts the query with it
-            self.schema_sent = True
+            self._send_schema()
+        if self.two_phase:  # pending until a checkpoint covering it completes
+            token = uuid.uuid4().hex[:8]
+            hidden = f".pending-{self.staged:08d}-{token}.parquet"
+            pq.write_table(table, os.path.join(self.directory, hidden), coerce_timestamps="us")
+            self.prepared.append((hidden, f"part-{self.staged:08d}-{token}.parquet"))
+            self.staged += 1
+            self.rows_staged += table.num_rows
+            if not self.checkpointing:  # restored into a run without checkpoints: nothing will commit it later
+                self._release(self.prepared[-1:])
+            return
         name = f"part-{self.staged:08d}.parquet"
         hidden = os.path.join(self.stage.directory, f".{name}.tmp")
         pq.write_table(table, hidden, coerce_timestamps="us")

@@ -372,3 +372,181 @@ def test_a_commit_racing_another_commit_of_the_same_part_finds_it_committed(tmp_
     lost.restore({"seq": 5, "pending": [("_part-00000004-deadbeef.parquet.inprogress", "part-00000004.parquet")]})
     with pytest.raises(CheckpointError, match=r"_part-00000004-deadbeef.parquet.inprogress is gone .* part-00000004.parquet does not exist"):
         lost.commit(lost.pending)
+
+
+# ---------------------------------------------------------------------------------------------- single_file=True
+def _single(path, rows: int = 64):
+    return Sink.from_graph(ParquetSink(str(path), rows_per_block=rows, single_file=True))
+
+
+def _file_rows(path) -> list:
+    return pq.read_table(path).column("x").to_pylist()
+
+
+def _leftovers(directory) -> list:
+    """Hidden names the single-file sink may leave beside its file: its parts directory, merge temporaries."""
+    return sorted(n for n in os.listdir(directory) if n.startswith("_"))
+
+
+@pytest.mark.parametrize("islands", [1, 3])
+def test_single_file_is_merged_from_the_committed_parts_at_the_end(tmp_path, islands):
+    out = tmp_path / "data" / "one.parquet"
+    out.parent.mkdir()
+    graph = _rows()
+    for _ in range(islands - 1):
+        graph = graph.island().map(lambda r: r)
+    mat = _mat(tmp_path)
+    try:
+        assert graph.to_mat(_single(out), Keep.right).run(mat, name="single").result(20) == N
+    finally:
+        mat.shutdown()
+    assert out.is_file() and _file_rows(out) == list(range(N))
+    assert _leftovers(out.parent) == []  # the parts are deleted once merged
+
+
+def test_single_file_through_checkpoints_a_failure_and_a_restore_holds_each_row_once(tmp_path):
+    out = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"x": [-1]}), out)  # a previous run's file: replaced only by the final rename
+    valve = _Valve(700)
+    mat = _mat(tmp_path)
+    try:
+        written = _rows().via(Flow.from_graph(valve)).island().to_mat(_single(out), Keep.right).run(mat, name="sf")
+        g = mat.running_graph("sf")
+        assert valve.reached.wait(20)
+        g.checkpoint_now(timeout=20)
+        valve.open_to(1100)
+        assert valve.reached.wait(20)
+        info = g.checkpoint_now(timeout=20)  # two epochs committed as parts
+        assert _file_rows(out) == [-1]  # readers of the file see the old one until the end
+        valve.open_to(1500)
+        assert valve.reached.wait(20)
+        g.cancel(RuntimeError("injected failure"))
+        with pytest.raises(RuntimeError, match="injected failure"):
+            written.result(20)
+        assert g.wait(20)
+    finally:
+        mat.shutdown()
+    parts = tmp_path / "_one.parquet.parts"
+    assert sorted(n for n in os.listdir(parts) if n.startswith("part-")) == ["part-00000000.parquet",
+                                                                            "part-00000001.parquet"]
+    assert _file_rows(out) == [-1]
+    mat = _mat(tmp_path)
+    try:
+        written = _rows().via(Flow.from_graph(_Valve(N))).island().to_mat(_single(out), Keep.right) \
+            .run(mat, name="sf", restore_from=info)
+        assert written.result(20) == N
+    finally:
+        mat.shutdown()
+    assert _file_rows(out) == list(range(N))
+    assert _leftovers(tmp_path) == ["checkpoints"] or _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("at", [0, 777, 1999])
+def test_single_file_stop_with_checkpoint_and_restore_without_checkpoints_writes_each_row_once(tmp_path, at):
+    out, plain = tmp_path / "out.parquet", tmp_path / "plain.parquet"
+    paths = iter([plain, out, out])  # the failure-free run, the stopped one, the restore (no checkpoints)
+    expected_rows, got_rows = checkpoint_round_trip(_rows, at=at, storage=tmp_path / "checkpoints",
+                                                    sink=lambda: _single(next(paths), rows=50), timeout=20)
+    assert expected_rows == got_rows == N
+    assert _file_rows(out) == _file_rows(plain) == list(range(N))
+    assert [n for n in os.listdir(tmp_path) if n.startswith("_")] == []
+
+
+def test_single_file_restored_after_the_end_is_left_as_the_failure_free_file(tmp_path):
+    out = tmp_path / "one.parquet"
+    valve = _Valve(600)
+    mat = _mat(tmp_path, retain_on_success=True, retained=10)
+    try:
+        written = _rows().via(Flow.from_graph(valve)).island().to_mat(_single(out), Keep.right).run(mat, name="done")
+        g = mat.running_graph("done")
+        assert valve.reached.wait(20)
+        older = g.checkpoint_now(timeout=20)
+        valve.open_to(N)
+        assert written.result(20) == N
+        assert g.wait(20)
+    finally:
+        mat.shutdown()
+    final = Materializer.latest_checkpoint(str(tmp_path / "checkpoints"), "done")
+    assert final is not None and final.id > older.id
+    before = os.stat(out)
+    for info in (final, older):  # the final checkpoint: nothing to merge again; an older one: rebuilt exactly
+        mat = _mat(tmp_path)
+        try:
+            written = _rows().via(Flow.from_graph(_Valve(N))).island().to_mat(_single(out), Keep.right) \
+                .run(mat, name=f"again-{info.id}", restore_from=info)
+            assert written.result(20) == N
+        finally:
+            mat.shutdown()
+        assert _file_rows(out) == list(range(N))
+        if info is final:
+            assert os.stat(out).st_mtime_ns == before.st_mtime_ns  # not written again
+        assert [n for n in os.listdir(tmp_path) if n.startswith("_")] == []
+
+
+def test_single_file_of_an_empty_stream_is_an_empty_file_with_the_schema(tmp_path):
+    out = tmp_path / "empty.parquet"
+    mat = _mat(tmp_path)
+    try:
+        sink = Sink.from_graph(ParquetSink(str(out), schema="x long", single_file=True))
+        assert Source.empty().to_mat(sink, Keep.right).run(mat, name="empty-single").result(20) == 0
+    finally:
+        mat.shutdown()
+    table = pq.read_table(out)
+    assert table.num_rows == 0 and table.schema.names == ["x"]
+
+
+def test_single_file_at_a_directory_fails_the_sink_naming_the_argument(tmp_path):
+    out = tmp_path / "a-dir"
+    out.mkdir()
+    mat = _mat(tmp_path)
+    try:
+        with pytest.raises(IsADirectoryError, match="single_file=True"):
+            _rows().to_mat(_single(out), Keep.right).run(mat, name="dir").result(20)
+    finally:
+        mat.shutdown()
+    with pytest.raises(TypeError, match="single_file must be True or False"):
+        ParquetSink(str(out), single_file="yes")
+    with pytest.raises(ValueError, match="needs a file path"):
+        ParquetSink(str(out) + "/", single_file=True)
+
+
+def test_single_file_through_the_dsl_without_checkpoints_writes_one_file(tmp_path):
+    out = tmp_path / "plain.parquet"
+    mat = Materializer.local()
+    try:
+        assert _rows().to_mat(Sink.to_parquet(str(out), single_file=True), Keep.right).run(mat).result(20) == N
+    finally:
+        mat.shutdown()
+    assert _file_rows(out) == list(range(N))
+
+
+def test_single_file_merge_is_idempotent_across_its_own_crash_windows(tmp_path):
+    from atoll.interop.parquet_parts import SingleFile
+
+    out = tmp_path / "one.parquet"
+    (tmp_path / "_one.parquet.0123abcd.inprogress").write_bytes(b"a crashed merge")  # an earlier run's temporary
+    single = SingleFile(str(out), "feedbeef")
+    single.start_fresh()
+    assert _leftovers(tmp_path) == []
+    parts = single.parts()
+    parts.start_fresh()
+    committed = []
+    for rows in ([0, 1], [2], [3, 4, 5]):
+        parts.write(pa.table({"x": rows}))
+        prepared = parts.prepare()
+        parts.commit(prepared)
+        committed.extend(prepared)
+    # the merge renamed the file into place, then the process died before deleting the parts
+    real_delete = parts.delete_all
+    parts.delete_all = lambda: None
+    single.merge(parts, committed, None)
+    assert _file_rows(out) == list(range(6)) and os.path.isdir(tmp_path / "_one.parquet.parts")
+    merged_at = os.stat(out).st_mtime_ns
+    parts.delete_all = real_delete
+    single.merge(parts, committed, None)  # the restore: the file holds these parts already, only the clean-up runs
+    assert os.stat(out).st_mtime_ns == merged_at and _leftovers(tmp_path) == []
+    # a part neither in the directory nor in the file cannot be merged
+    with pytest.raises(CheckpointError, match="neither in"):
+        single.merge(single.parts(), committed + [("_part-00000003-00000000.parquet.inprogress",
+                                                    "part-00000003.parquet")], None)
+    assert _file_rows(out) == list(range(6))  # untouched

@@ -154,7 +154,18 @@ class ForeachSink(SinkStage):
     **Backpressures when** ``fn`` is running (it runs synchronously, one element at a time).
     **Completes** its future when upstream completes; fails it with upstream's failure or with what
     ``fn`` raised (Supervision: Resume and Restart skip the element). **Cancels when** ``fn`` raised
-    and the supervision strategy says Stop."""
+    and the supervision strategy says Stop.
+
+    **Checkpoints: at-least-once.** The sink has no state of its own and ``fn``'s effects cannot be
+    undone: every element is passed to ``fn``, none is lost, but after a restore (``restore_from`` or an
+    automatic recovery) ``fn`` is called again for the elements it had seen after the restored
+    checkpoint's cut and before the failure or stop (each in stream order, once per attempt). Elements
+    before the cut are not passed again, so a ``stop_with_checkpoint`` followed by a restore repeats
+    nothing. The future completes once, with ``Done``, in the attempt that reaches the end (a failed
+    attempt's future is the same future, carried over). For exactly-once effects make ``fn``
+    idempotent (key its writes by the element) or use a two-phase-commit sink (``Sink.to_parquet``,
+    ``Sink.to_spark``, ``Sink.to_spark_stream``). ``Sink.foreach_async`` behaves the same: a checkpoint
+    waits for the calls in flight, the calls started after its cut run again after a restore."""
 
     def __init__(self, fn: Callable[[Any], Any]):
         require_callable("Sink.foreach", "fn", fn)
@@ -167,8 +178,8 @@ class ForeachSink(SinkStage):
 
 
 class _ForeachLogic(_ChunkSinkLogic):
-    """With checkpoints, ``fn``'s effects are at-least-once: the calls after the last checkpoint run again
-    after a restore (use a two-phase-commit sink for exactly-once effects)."""
+    """With checkpoints, ``fn``'s effects are at-least-once (see ``ForeachSink``): stateless, since a cut
+    falls between interpreter events, so a chunk is either wholly before it or wholly after it."""
 
     stateless = True
     def __init__(self, stage, promise, decider):
