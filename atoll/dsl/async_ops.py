@@ -112,7 +112,8 @@ class AsyncSinks:
         ``parallelism`` at once; materializes a ``Future[Done]`` completed when upstream completed and
         every call finished, failed with the first failure (Supervision: Resume/Restart skip a failed
         element). Pekko's ``Sink.foreachAsync``: ``map_async_unordered(parallelism, fn)`` into
-        ``Sink.ignore()``."""
+        ``Sink.ignore()``. With checkpoints at-least-once: after a restore the calls after the restored
+        checkpoint run again (see ``ForeachSink``)."""
         from .flow import Flow
         from .keep import Keep
         from .sink import Sink
