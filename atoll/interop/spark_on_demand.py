@@ -41,7 +41,8 @@ ends. Recovery: a fetched table lost with its node cannot be rebuilt from the ex
 Private APIs used: PySpark's ``DataFrame._jdf``, ``SparkContext._jvm``/``_jsc``/``_getJavaStorageLevel``; Spark's
 ``Dataset.toArrowBatchRdd`` (``private[sql]``, public in bytecode), ``PartitionPruningRDD.create``,
 ``BlockManagerMaster.getLocations``/``removeBlock``; RayDP 1.6.5's ``ObjectStoreWriter.toArrowSchema``,
-``ObjectStoreWriter.driverAgentUrl`` and the executor actors' ``getRDDPartition`` (through RayDP's fetch task).
+``ObjectStoreWriter.driverAgentUrl`` and the executor actors' ``getRDDPartition`` (through RayDP's fetch task);
+Ray's ``global_worker.set_load_code_from_local`` (what RayDP's ``_enable_load_code_from_local`` calls).
 """
 from __future__ import annotations
 
@@ -211,11 +212,12 @@ def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: in
     import gc
 
     import ray
-    from raydp.spark.dataset import _enable_load_code_from_local
 
     from .spark_partitions import _repair_offsets
 
-    _enable_load_code_from_local()
+    # what RayDP's _enable_load_code_from_local does (cross-language calls), without importing raydp.spark.dataset:
+    # that imports all of Ray Data, ~1 s in each new fetch worker, on the path to a stream's first element
+    ray._private.worker.global_worker.set_load_code_from_local(True)
     actor = ray.get_actor(executor_actor_name)
     ref = actor.getRDDPartition.remote(rdd_id, partition_id, schema_json, driver_agent_url)
     data = ray.get(ref)

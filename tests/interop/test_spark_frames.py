@@ -61,6 +61,52 @@ def test_arrow_to_rows_time_zone_of_timestamps():
     assert arrow_to_rows(table) == [{"ts": local}]
 
 
+
+def _per_row(value: dt.datetime, zone: str) -> dt.datetime:
+    from zoneinfo import ZoneInfo
+
+    return value.astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+
+
+def test_arrow_to_rows_time_zone_conversion_keeps_fold_across_dst_changes():
+    # the hours around New York's clock changes of 2024 (back on Nov 3, forward on Mar 10), every 7 minutes
+    utc = dt.timezone.utc
+    instants = [dt.datetime(2024, 11, 3, 4, 0, tzinfo=utc) + dt.timedelta(minutes=7 * i) for i in range(60)]
+    instants += [dt.datetime(2024, 3, 10, 5, 0, tzinfo=utc) + dt.timedelta(minutes=7 * i) for i in range(60)]
+    for unit in ("s", "ms", "us"):
+        table = pa.table({"ts": pa.array(instants + [None], pa.timestamp(unit, tz="UTC"))})
+        rows = arrow_to_rows(table, timezone="America/New_York")
+        expected = [_per_row(v, "America/New_York") for v in instants] + [None]
+        assert [r["ts"] for r in rows] == expected
+        assert [r["ts"].fold for r in rows[:-1]] == [v.fold for v in expected[:-1]]
+        assert sum(v.fold for v in expected[:-1]) == 8  # 01:04 .. 01:53 the second time
+        assert all(r["ts"].tzinfo is None for r in rows[:-1])
+
+
+def test_arrow_to_rows_column_by_column_keeps_key_order_types_and_odd_tables():
+    table = pa.table({"b": pa.array([1, None], pa.int64()), "a": pa.array(["x", "y"]),
+                      "bin": pa.array([b"1", None], pa.binary()),
+                      "m": pa.array([[("k", 1)], None], pa.map_(pa.string(), pa.int64())),
+                      "ts": pa.array([0, 1_000_000], pa.timestamp("us", tz="Asia/Tokyo"))})
+    rows = arrow_to_rows(table, timezone="Europe/Paris")
+    assert rows == [{"b": 1, "a": "x", "bin": bytearray(b"1"), "m": {"k": 1}, "ts": dt.datetime(1970, 1, 1, 1, 0)},
+                    {"b": None, "a": "y", "bin": None, "m": None, "ts": dt.datetime(1970, 1, 1, 1, 0, 1)}]
+    assert [list(r) for r in rows] == [["b", "a", "bin", "m", "ts"]] * 2
+    assert type(rows[0]["bin"]) is bytearray
+    # duplicate names: as to_pylist (one key, the last column's value); no columns: an empty dict per row
+    dup = pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["x", "x"])
+    assert arrow_to_rows(dup) == dup.to_pylist() == [{"x": 3}, {"x": 4}]
+    assert arrow_to_rows(pa.table({"a": [1, 2]}).select([])) == [{}, {}]
+    assert arrow_to_rows(pa.table({"a": pa.array([], pa.int64())})) == []
+    assert arrow_to_rows(pa.table({"t": pa.array([], pa.timestamp("us", tz="UTC"))}), timezone="UTC") == []
+    far = pa.table({"t": pa.array([-62135596800, 253402300799], pa.timestamp("s", tz="UTC"))})  # years 1, 9999
+    assert arrow_to_rows(far, timezone="UTC") == [{"t": dt.datetime(1, 1, 1)}, {"t": dt.datetime(9999, 12, 31, 23, 59, 59)}]
+    # a zone Arrow does not know falls back to the per-value conversion (which fails the same way as before)
+    from zoneinfo import ZoneInfoNotFoundError
+
+    with pytest.raises(ZoneInfoNotFoundError):
+        arrow_to_rows(pa.table({"ts": pa.array([0], pa.timestamp("us", tz="UTC"))}), timezone="Nowhere/Else")
+
 def test_arrow_to_pandas_like_to_pandas():
     schema = to_arrow_schema("id bigint, day date, ts timestamp, attrs map<string, bigint>, tags array<string>")
     table = pa.Table.from_pylist([
