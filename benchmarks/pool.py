@@ -17,15 +17,35 @@ first result (Atoll ``Sink.head()`` vs Ray Data's first row from ``iter_rows``),
 the Atoll stage held (pulled minus emitted, counted around the stage on the local materializer; the
 bound is ``2 actors x 2 in flight x 64 = 256``).
 
+**First result, cold and warm.** Every Ray Data run starts its own 2 actors (new worker processes), so
+its first result is always a cold one; its best of ``runs`` is the figure. Atoll's cold first result is
+measured the same way: ``runs`` times, each on a fresh ``Materializer.ray`` (no Atoll actor alive: new
+island actors, new pool actors), interleaved with Ray Data's runs (so that the load of the machine falls
+on both alike), each run of either side after the same pause, and the best is the figure. Three Atoll
+graphs: the throughput graph above (``.island(num_cpus=0)`` puts ``Source.range -> map_pool`` in one
+island and ``Sink.head`` in a second one: 2 island actors + 2 pool actors = 4 new worker processes), the
+same graph without ``.island`` (one island actor + 2 pool actors) and ``Materializer.local`` (the island
+in the driver, 2 new pool actors per run, as Ray Data's executor in the driver with its 2 actors). The
+warm figure: runs that find the actors the previous run left in the materializer's warm pool.
+
+**Bytecode.** Installing a wheel writes the ``.pyc`` files of its modules; an editable install does not,
+and with ``PYTHONDONTWRITEBYTECODE=1`` (set in some environments, this project's sandbox among them) no
+process ever writes them, so every new Ray worker process that imports Atoll compiled its ~180 modules
+from source (about 0.3 s of CPU per process on a small machine), while Ray's and Ray Data's modules come
+compiled by pip. The benchmark compiles Atoll's bytecode before measuring (``compileall``, as a wheel
+install does), so both sides load bytecode.
+
 ``Materializer.ray`` keeps the actors of cleanly ended graphs warm for the next graphs (island actors, and
 the pool actors the driver started): they hold their CPUs while idle. So that nothing of Atoll's holds
 resources while another variant runs, its Ray materializer is shut down (idle actors killed) before every
-run of another variant, and Atoll's timed runs and first-result runs each start on a fresh one: the first
-run of each is *cold* (new island actor, new pool actors - reported apart), the later ones find what the
-earlier left, as a repeated job would; the best of them is the figure compared with Ray Data's best.
+run of another variant, and Atoll's timed runs start on a fresh one: the first is *cold* (new island actors,
+new pool actors - reported apart), the later ones find what the earlier left, as a repeated job would; the
+best of them is the figure compared with Ray Data's best.
 """
 from __future__ import annotations
 
+import os
+import statistics
 import time
 from typing import Any, Dict, List
 
@@ -38,6 +58,28 @@ ACTORS = 2
 CALL_COST_S = 0.002
 THROUGHPUT_TARGET = 1.2
 FIRST_TARGET = 0.5
+#: seconds every first-result run (either side) waits before it starts: the processes of the actors killed
+#: before it exit meanwhile, so that each run starts from the same state of Ray's worker pool
+SETTLE_S = 1.0
+
+
+def compile_bytecode() -> tuple:
+    """Write the bytecode of Atoll's and the benchmarks' modules (what installing a wheel does; see the
+    module docstring). Returns (modules (re)compiled now, .pyc files of Atoll's modules)."""
+    import compileall
+    import contextlib
+    import io
+
+    import atoll
+
+    start = time.time() - 1.0
+    roots = [os.path.dirname(atoll.__file__), os.path.dirname(os.path.abspath(__file__))]
+    with contextlib.redirect_stdout(io.StringIO()):
+        for root in roots:
+            compileall.compile_dir(root, quiet=1)
+    pycs = [os.path.join(d, f) for d, _sub, files in os.walk(os.path.dirname(atoll.__file__))
+            for f in files if f.endswith(".pyc")]
+    return sum(1 for f in pycs if os.path.getmtime(f) >= start), len(pycs)
 
 
 class Model:
@@ -127,6 +169,7 @@ def run_ray_data(n: int) -> List[int]:
 
 
 def ray_data_first(n: int) -> float:
+    """Seconds from the start to the first row (every run starts its own actors: a cold start)."""
     t0 = time.perf_counter()
     for _row in _ray_data_ds(n).iter_rows():
         break
@@ -151,6 +194,15 @@ def run_actor_pool(n: int) -> List[int]:
             ray.kill(a)
 
 
+def _wait_warm(mat, k: int, timeout: float = 10.0) -> None:
+    """Wait until ``mat``'s warm pool holds ``k`` idle actors (the previous graph's actors are given back
+    asynchronously once it ended), at most ``timeout`` seconds."""
+    pool = getattr(mat, "warm_pool", None)
+    end = time.monotonic() + timeout
+    while pool is not None and pool.idle_count() < k and time.monotonic() < end:
+        time.sleep(0.02)
+
+
 def _best(fn, runs: int) -> tuple:
     times, value = [], None
     for _ in range(runs):
@@ -173,6 +225,8 @@ def run(opts: Options) -> Result:
                                  "throughput_target": THROUGHPUT_TARGET, "first_target": FIRST_TARGET})
     out(f"pool: {n:,} ints, Model ~{CALL_COST_S * 1000:.0f} ms CPU per batch of {BATCH}, {ACTORS} actors; "
         f"1 warm-up, best of {runs}")
+    compiled, pycs = compile_bytecode()
+    out(f"bytecode: {compiled} of Atoll's modules (re)compiled now, {pycs} .pyc files (see the docstring)")
     started = start_ray()
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     import ray.data
@@ -211,14 +265,39 @@ def run(opts: Options) -> Result:
             if name != "atoll-local":  # atoll's first timed run is cold (reported apart), the others' all are
                 fresh_ray_mat()
             times[name], _ = _best(lambda fn=fn: fn(n), runs)
-        progress("first results")
+        progress("first results, cold")
+
+        def cold_ray(island: bool) -> float:
+            fresh_ray_mat()  # no Atoll actor alive: new island actors, new pool actors
+            time.sleep(SETTLE_S)
+            return atoll_first(mats["ray"], n, island=island)
+
+        def cold_local() -> float:
+            time.sleep(SETTLE_S)  # Materializer.local keeps no pool actor: every run starts 2 new ones
+            return atoll_first(lmat, n, island=False)
+
+        def cold_rd() -> float:
+            fresh_ray_mat()  # nothing of Atoll's alive or holding CPUs
+            time.sleep(SETTLE_S)
+            return ray_data_first(n)
+
+        cold_variants = {"atoll": lambda: cold_ray(True), "atoll-1-island": lambda: cold_ray(False),
+                         "atoll-local": cold_local, "ray-data": cold_rd}
+        colds: Dict[str, list] = {k: [] for k in cold_variants}
+        for _ in range(runs):  # interleaved: the machine's load falls on every variant alike
+            for name, fn in cold_variants.items():
+                colds[name].append(fn())
+        progress("first results, warm")
         fresh_ray_mat()
-        firsts = [atoll_first(mats["ray"], n) for _ in range(runs)]
-        first_cold = firsts[0]  # nothing warm: a new island actor and new pool actors
+        atoll_first(mats["ray"], n)  # cold: leaves its actors warm for the next runs
+        firsts = []
+        for _ in range(runs):
+            _wait_warm(mats["ray"], 2 + ACTORS)  # 2 island actors and the pool actors, given back
+            firsts.append(atoll_first(mats["ray"], n))
         first_atoll = min(firsts)
-        first_local = min(atoll_first(lmat, n, island=False) for _ in range(runs))
-        fresh_ray_mat()
-        first_rd = min(ray_data_first(n) for _ in range(runs))
+        first_local = min(colds["atoll-local"])
+        first_rd = min(colds["ray-data"])
+        first_cold = min(colds["atoll"])
         progress("max held")
         held, got = atoll_held(n)
         if got != want:
@@ -251,12 +330,22 @@ def run(opts: Options) -> Result:
         f"{times['atoll'][0]:.2f}s = {fmt_rate(cold_rate)}/s = {cold_rate / rates['ray-data']:.3f}x ray-data's best")
     out(f"atoll/ray-data = {ratio:.3f} (target >= {THROUGHPUT_TARGET}: {met}); "
         f"atoll/actor-pool = {rates['atoll'] / rates['actor-pool']:.3f}")
-    out(f"first result: atoll {first_atoll:.2f}s, ray-data {first_rd:.2f}s = {first_share:.2f}x "
-        f"(target < {FIRST_TARGET}x: {'met' if first_share < FIRST_TARGET else 'NOT met'}); atoll-local "
-        f"{first_local:.2f}s = {first_local / first_rd:.2f}x (the Ray island's own start comes before the pool's)")
-    out(f"first result cold (fresh Materializer.ray: new island actor, new pool actors): atoll {first_cold:.2f}s "
-        f"= {first_cold / first_rd:.2f}x ray-data's best; atoll's runs: "
-        + ", ".join(f"{t:.2f}s" for t in firsts))
+    def verdict(share: float) -> str:
+        return f"target < {FIRST_TARGET}x: {'met' if share < FIRST_TARGET else 'NOT met'}"
+
+    def runs_of(ts: list) -> str:
+        return ", ".join(f"{t:.2f}" for t in ts) + f" (median {statistics.median(ts):.2f})"
+
+    out(f"first result, warm (the previous run's actors in the warm pool): atoll {first_atoll:.2f}s, ray-data "
+        f"{first_rd:.2f}s (always cold) = {first_share:.2f}x ({verdict(first_share)}); runs {runs_of(firsts)}")
+    out(f"first result, cold (best of {runs}, each run of either side with new actors; ray-data {first_rd:.2f}s, "
+        f"runs {runs_of(colds['ray-data'])}):")
+    cold_what = {"atoll": "2 islands (the throughput graph): 4 new worker processes",
+                 "atoll-1-island": "the same graph without .island(): 3 new worker processes",
+                 "atoll-local": "island in the driver, as Ray Data's executor: 2 new worker processes"}
+    for k, what in cold_what.items():
+        share = min(colds[k]) / first_rd
+        out(f"  {k:<15} {min(colds[k]):.2f}s = {share:.2f}x ({verdict(share)}); {what}; runs {runs_of(colds[k])}")
     out(f"most elements held by the atoll stage: {held} (bound {ACTORS * 2 * BATCH})")
     res.rows = [{"variant": k, "times_s": times[k], "best_s": best[k], "elements_per_s": rates[k]} for k in variants]
     res.summary = {"atoll_over_ray_data": ratio, "throughput_target_met": ratio >= THROUGHPUT_TARGET,
@@ -265,7 +354,13 @@ def run(opts: Options) -> Result:
                    "first_result_share": first_share, "first_result_atoll_local_s": first_local,
                    "first_result_atoll_cold_s": first_cold, "first_result_cold_share": first_cold / first_rd,
                    "first_result_atoll_runs_s": firsts,
+                   "first_result_cold_runs_s": colds,
+                   "first_result_cold_best_s": {k: min(v) for k, v in colds.items()},
+                   "first_result_cold_shares": {k: min(v) / first_rd for k, v in colds.items()},
+                   "atoll_modules_compiled": compiled,
                    "first_target_met": first_share < FIRST_TARGET,
+                   "first_cold_target_met": {k: min(v) / first_rd < FIRST_TARGET for k, v in colds.items()
+                                             if k != "ray-data"},
                    "atoll_cold_run_s": times["atoll"][0], "atoll_cold_over_ray_data": cold_rate / rates["ray-data"],
                    "max_held": held, "held_bound": ACTORS * 2 * BATCH}
     for note in res.notes:

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 class DriverContext:
     """What ``prepare_on_driver`` sees: the materializer, and where to register clean-ups."""
 
-    __slots__ = ("materializer", "remote", "_on_end", "_on_abort", "holds", "phase")
+    __slots__ = ("materializer", "remote", "_on_end", "_on_abort", "_on_islands_created", "holds", "phase")
 
     def __init__(self, materializer: Any, remote: bool):
         self.materializer = materializer
@@ -28,6 +28,7 @@ class DriverContext:
         self.remote = remote
         self._on_end: List[Callable[[], None]] = []
         self._on_abort: List[Callable[[], None]] = []
+        self._on_islands_created: List[Callable[[], None]] = []
         #: island holds taken during this materialization (bound by the materializer when the graph runs)
         self.holds: List["IslandHold"] = []
         #: the island phase of the stage being prepared
@@ -46,6 +47,20 @@ class DriverContext:
         """Call ``fn`` once the graph has ended (any outcome); also when materialization fails."""
         self._on_end.append(fn)
 
+    def on_islands_created(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the island actors of the graph were created, before their plans are sent (remote
+        materializers; the stage copy ``prepare_on_driver`` returned is sent with the plan, so what ``fn``
+        sets on it still travels). Ray starts only as many worker processes at a time as the node has cores:
+        actors created here start after the islands' (``map_pool``'s driver-started pool actors)."""
+        self._on_islands_created.append(fn)
+
+    def islands_created(self) -> None:
+        """The materializer's side: the island actors exist; run (and forget) the ``on_islands_created``
+        callbacks. An exception propagates: materialization fails (and ``abort`` runs the clean-ups)."""
+        fns, self._on_islands_created = self._on_islands_created, []
+        for fn in fns:
+            fn()
+
     def on_abort(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` only if materialization fails before the graph runs."""
         self._on_abort.append(fn)
@@ -55,6 +70,7 @@ class DriverContext:
         fns = list(self._on_end)
         self._on_end.clear()
         self._on_abort.clear()
+        self._on_islands_created.clear()
         return fns
 
     def abort(self) -> None:
@@ -66,6 +82,7 @@ class DriverContext:
                 log.error("driver-side clean-up after a failed materialization failed: %r", e)
         self._on_abort.clear()
         self._on_end.clear()
+        self._on_islands_created.clear()
 
 
 class IslandHold:

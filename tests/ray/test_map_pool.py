@@ -338,6 +338,24 @@ class _ActorId:
         return ray.get_runtime_context().get_actor_id()
 
 
+class _ActorIdBoth(_ActorId):
+    """``_ActorId`` whose calls wait (at most 60 s) until ``factory()`` ran in 2 actors, then take 20 ms: a
+    graph of a pool of 2 ends only after both actors were ready. (Without it a short graph could end on the
+    first actor alone while the second still started - Ray starts as many worker processes at a time as
+    the machine has cores - and a worker still starting when the stage ends is killed, not kept warm.)"""
+
+    def __init__(self, counter: str):
+        super().__init__(counter)
+        self.counter = ray.get_actor(counter)
+
+    def __call__(self, x):
+        deadline = time.monotonic() + 60
+        while ray.get(self.counter.get.remote())["instances"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.02)
+        return super().__call__(x)
+
+
 def _warm_pool_actor_ids() -> set:
     """Ids of the alive pool actors idle in a warm pool."""
     import ray_helpers
@@ -357,7 +375,7 @@ def test_driver_started_actors_of_a_clean_graph_are_reused_and_a_failed_graphs_a
     options takes them (same actors, ``factory()`` built again); a graph whose stage failed kills them."""
     import functools
 
-    factory = functools.partial(_ActorId, counter)
+    factory = functools.partial(_ActorIdBoth, counter)
 
     def run(data):
         # options of this test only: the warm actors other tests left (num_cpus=CPU) are not taken here
@@ -406,3 +424,52 @@ def _pool_actor_alive(ids: set) -> bool:
                                                                         ("state", "=", "ALIVE")],
                                              limit=1000, raise_on_missing_output=False)}
     return bool(alive & ids)
+
+
+# =========================================================================== the start of pool actors
+def test_pool_actor_processes_do_not_import_atoll(rmat):
+    """The pool actor class is shipped by value (``pool_worker``): a pool actor's worker process imports what
+    ``factory`` needs, not the ``atoll`` package - for the actors the driver starts (``Materializer.ray``) and
+    for those the stage starts itself (``Materializer.local``, and scaling up). The factory is defined here,
+    inside the test, so that it is pickled by value too (this test module imports atoll)."""
+    from atoll import Materializer
+
+    class Probe:
+        def __call__(self, x):
+            import sys
+
+            return x, "atoll" in sys.modules
+
+    # options of their own (num_cpus): no warm actor of another test (whose factory imported atoll) is reused
+    out = Source.range(0, 6).map_pool(Probe, size=2, num_cpus=0.21).run_with(Sink.seq(), rmat).result(120)
+    assert out == [(i, False) for i in range(6)]
+    m = Materializer.local()
+    try:
+        out = Source.range(0, 40).map_pool(Probe, size=(1, 2), num_cpus=0.21, max_in_flight_per_actor=1) \
+            .run_with(Sink.seq(), m).result(120)
+    finally:
+        m.shutdown()
+    assert out == [(i, False) for i in range(40)]
+    assert_no_pool_actor()
+
+
+def test_a_driver_handle_whose_actor_was_never_created_is_not_adopted(ray_session):
+    """A stage copy whose driver-side handles have no actor yet (``RayWorker.later()``, created only once the
+    island actors exist) starts its own workers instead of adopting them; the results are exact."""
+    import copy
+
+    from atoll import Materializer
+    from atoll._impl.ops.actor_pool import RayWorker
+    from atoll._impl.ops.pool_map import MapPool
+
+    stage = copy.copy(MapPool(_Pid, size=2, num_cpus=CPU))
+    stage.prestarted = (RayWorker.later(), RayWorker.later())
+    m = Materializer.local()
+    try:
+        out = Source.range(0, 10).via(Flow.from_graph(stage)).run_with(Sink.seq(), m).result(120)
+    finally:
+        m.shutdown()
+    assert [x for x, _ in out] == list(range(10))
+    assert os.getpid() not in {pid for _, pid in out}  # Ray actors the stage started
+    assert all(w.actor is None for w in stage.prestarted)
+    assert_no_pool_actor()

@@ -10,7 +10,7 @@ its own wire base (``IslandActor.start``), so calls left over from an earlier gr
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import ray
 
@@ -46,9 +46,11 @@ class IslandLauncher:
         self.checkpoint = checkpoint  # storage and graph name of the checkpoints, or None
         self.pool = pool  # the materializer's WarmActorPool, or None
 
-    def launch(self, attempt: int, snapshots: Optional[Dict[int, Any]]) -> Tuple[List[_Island], List[list]]:
+    def launch(self, attempt: int, snapshots: Optional[Dict[int, Any]],
+               on_created: Optional[Callable[[], None]] = None) -> Tuple[List[_Island], List[list]]:
         """Create and build attempt ``attempt``'s actors (restoring each island from ``snapshots[index]`` when
-        given); returns the island records and each island's exported materialized values. On failure every
+        given); returns the island records and each island's exported materialized values. ``on_created`` is
+        called once every island actor was created and before the plans are sent. On failure every
         actor of the attempt is killed and the error raised: ``IslandScheduleTimeoutError`` (no resources), the
         stage's own exception (a stage that failed while being built) or ``MaterializationError``."""
         settings = self.settings
@@ -63,6 +65,12 @@ class IslandLauncher:
                 actor = IslandActor.options(**opts).remote(name)
             actors[index] = actor
             records.append(_Island(index, name, actor, island_opts, wire_base, key))
+        if on_created is not None:
+            try:
+                on_created()
+            except BaseException:
+                kill_actors(actors.values())
+                raise
         starts = [actors[index].start.remote(plan, actors, settings, ckpt, snapshots.get(index) if snapshots else None,
                                              wire_base)
                   for index, _name, plan, _opts, _io in self.islands]

@@ -187,7 +187,7 @@ class RayMaterializer(Materializer):
                     "feedback": sorted(back_edge_channels(build.plans))}
         launcher = IslandLauncher([(p.index, p.name, p.finish_plan(), self._actor_options(p), p.options)
                                    for p in phases], settings, ckpt, self._pool)
-        islands, results = launcher.launch(0, snapshots)
+        islands, results = launcher.launch(0, snapshots, on_created=driver.islands_created)
         running = RayRunningGraph(build.name, islands, self._unregister, self._pool)
         if checkpointing:
             ports = [(i.index, i.name, RayIslandPort(i)) for i in islands]

@@ -11,6 +11,10 @@ same for both:
   element (``fetch=False``, Ray only: the values stay in the object store);
 * ``kill()``: stop it now (``ray.kill(no_restart=True)``; a local thread ends after its current call).
 
+What runs inside a worker (``PoolInstance``, the Ray actor class ``PoolActor``) lives in ``pool_worker``,
+which imports nothing of Atoll: the actor class is shipped by value, so a pool actor's worker process does
+not import the ``atoll`` package.
+
 **Warm pool actors** (Ray islands, ``Materializer.ray`` with its warm pool). The actors the driver starts for
 a graph (``MapPool.prepare_on_driver``) are not always killed at the end: when the island's stage ended
 cleanly (completed, or cancelled by downstream), the island ``release()``s them instead of killing them, and
@@ -37,106 +41,22 @@ import queue
 import sys
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, List, Optional
+from typing import Any, List
 
-
-
-def factory_name(factory: Any) -> str:
-    """``Model`` for a class, a partial of one, or a function (used in messages: ``map_pool(Model)``)."""
-    f = factory
-    while hasattr(f, "func"):  # functools.partial
-        f = f.func
-    return getattr(f, "__name__", None) or type(f).__name__
-
-
-class PoolInstance:
-    """What a worker holds: ``getattr(factory(), method)`` and the call of one list of elements."""
-
-    __slots__ = ("fn", "name", "init_error")
-
-    def __init__(self, factory: Callable[[], Any], method: str):
-        self.name = factory_name(factory)
-        self.fn = None
-        self.init_error: Optional[BaseException] = None
-        try:
-            instance = factory()
-            fn = getattr(instance, method, None)
-            if fn is None or not callable(fn):
-                raise TypeError(f"map_pool({self.name}): {instance!r} has no callable {method!r}")
-            self.fn = fn
-        except Exception as e:  # noqa: BLE001 - reported by ready()
-            self.init_error = e
-
-    def ready(self) -> None:
-        if self.init_error is not None:
-            raise self.init_error
-
-    def run(self, elems: list, batched: bool) -> list:
-        """The results for ``elems`` (one call of ``fn`` per element, or one call with the whole list)."""
-        if not batched:
-            return [self.fn(e) for e in elems]
-        out = self.fn(elems)
-        try:
-            out = list(out)
-        except TypeError:
-            raise TypeError(f"map_pool({self.name}): fn must return a list for a batch, got {out!r}") from None
-        if len(out) != len(elems):
-            raise ValueError(f"map_pool({self.name}): fn returned {len(out)} results for {len(elems)} elements")
-        return out
-
-
-class PoolActor:
-    """The Ray actor class of a pool worker (``ray.remote`` is applied when the pool starts one)."""
-
-    def __init__(self, factory: Callable[[], Any], method: str):
-        self.inst = PoolInstance(factory, method)
-        self.released = False
-
-    # ``released``: the last island call was ``release`` - every call of the island before it has run (one
-    # caller's calls run in order). A later island call (a restarted attempt adopting the same actor) clears
-    # it again; the instance stays until the driver's ``reset``, so such an attempt finds it intact.
-    def ready(self) -> None:
-        self.released = False
-        self.inst.ready()
-
-    def init(self, factory: Callable[[], Any], method: str) -> None:
-        """A warm actor taken by a new graph: build its ``factory()`` instance (raises as ``ready``)."""
-        self.released = False
-        self.inst = PoolInstance(factory, method)
-        self.inst.ready()
-
-    def release(self) -> None:
-        """The island's stage ended cleanly and leaves this actor to the driver (its last call to it)."""
-        self.released = True
-
-    def reset(self) -> bool:
-        """The driver's check at the graph's end: drop the instance; True (keep it warm) only if the island's
-        last call was ``release``."""
-        self.inst = None
-        import gc
-
-        gc.collect()
-        return self.released
-
-    def call(self, elems: list, batched: bool) -> list:
-        self.released = False
-        return self.inst.run(elems, batched)
-
-    def call_refs(self, elems: list, batched: bool):
-        """``fetch=False``: one return per element, then the list of "is None" flags (``num_returns=n+1``)."""
-        self.released = False
-        out = self.inst.run(elems, batched)
-        return (*out, [r is None for r in out])
-
+from . import pool_worker
+from .pool_worker import PoolActor, PoolInstance, factory_name
 
 _remote_class = None
 
 
 def _ray_actor_class():
+    """``ray.remote(PoolActor)``, shipped to the worker by value (``pool_worker``'s docstring says why)."""
     global _remote_class
     if _remote_class is None:
         import ray
+        import ray.cloudpickle
 
+        ray.cloudpickle.register_pickle_by_value(pool_worker)
         _remote_class = ray.remote(PoolActor)
     return _remote_class
 
@@ -149,13 +69,25 @@ def ray_active() -> bool:
 
 class RayWorker:
     """A pool worker that is a Ray actor: a new one, or (``actor``) a warm one taken from the driver's warm
-    pool, ``init``ed with ``factory`` now (the ref of that call is its readiness)."""
+    pool, ``init``ed with ``factory`` now (the ref of that call is its readiness). ``RayWorker.later()`` is
+    one whose actor is created afterwards by ``create`` (the driver's pool actors are created once the
+    island actors were: ``MapPool.prepare_on_driver``); until then ``actor`` is None, and ``kill`` and
+    ``give_back`` do nothing."""
 
     __slots__ = ("actor", "ready_ref")
 
     kind = "ray"
 
     def __init__(self, factory, method: str, options: dict, actor=None):
+        self.create(factory, method, options, actor)
+
+    @classmethod
+    def later(cls) -> "RayWorker":
+        w = cls.__new__(cls)
+        w.actor = w.ready_ref = None
+        return w
+
+    def create(self, factory, method: str, options: dict, actor=None) -> None:
         if actor is None:
             self.actor = _ray_actor_class().options(max_restarts=0, max_task_retries=0, **options) \
                 .remote(factory, method)
@@ -178,6 +110,8 @@ class RayWorker:
         """The graph ended (driver): ask the actor whether the island released it; once it answers, keep it
         in ``pool`` if so, else kill it. Nothing here waits: the answer comes after the calls the island
         sent before its release (one caller's calls run in order), so an actor in the pool has none left."""
+        if self.actor is None:
+            return  # never created
         try:
             ref = self.actor.reset.remote()
         except Exception:  # noqa: BLE001 - the handle is unusable
@@ -206,6 +140,8 @@ class RayWorker:
         return refs[-1], list(refs[:-1])
 
     def kill(self) -> None:
+        if self.actor is None:
+            return  # never created
         import ray
 
         try:

@@ -61,6 +61,11 @@ pool actors right there, so that they start while the island actor starts instea
 island's stage adopts them (a dead one is replaced, not counted as a failed start: a restarted attempt
 gets the handles an earlier attempt may have killed). The driver kills them once the graph has ended,
 whatever happened to the island. Later and replacement actors are created by the island, as before.
+Ray starts only as many worker processes at a time as the node has cores, so the driver creates the pool
+actors right after the island actors when the materializer offers ``ctx.on_islands_created`` (the island,
+which the first result needs as much as one pool actor, is not queued behind the second pool actor); a
+handle whose actor was never created (materialization failed first) is neither adopted nor killed. The
+pool actor class travels by value and imports nothing of Atoll in the worker (``pool_worker``).
 """
 from __future__ import annotations
 
@@ -216,16 +221,28 @@ class MapPool(FlowStage):
         self.prestarted: tuple = ()
 
     def prepare_on_driver(self, ctx):
-        """On Ray islands: start the first ``min`` pool actors now, from the driver, so that they start while
-        the island actor does (see the module docstring); the driver kills them when the graph has ended."""
+        """On Ray islands: start the first ``min`` pool actors from the driver, so that they start while the
+        island actor does (see the module docstring); the driver kills them when the graph has ended. They
+        are created right after the island actors when the materializer says when that is
+        (``ctx.on_islands_created``), else now."""
         if not ctx.remote or self.min_size == 0 or not ray_active():
             return self, None
         pool = getattr(ctx.materializer, "warm_pool", None)  # the Ray materializer's warm actors (None: no reuse)
         if pool is not None and not (hasattr(pool, "take") and hasattr(pool, "add_fresh")):
             pool = None
         key = _warm_key(self.options) if pool is not None else None
-        workers = tuple(RayWorker(self.factory, self.method, self.options, actor=pool.take(key) if key else None)
-                        for _ in range(self.min_size))
+        workers = tuple(RayWorker.later() for _ in range(self.min_size))
+
+        def create() -> None:
+            for w in workers:
+                if w.actor is None:
+                    w.create(self.factory, self.method, self.options, actor=pool.take(key) if key else None)
+
+        after_islands = getattr(ctx, "on_islands_created", None)
+        if callable(after_islands):
+            after_islands(create)
+        else:
+            create()
 
         def end() -> None:
             for w in workers:
@@ -558,9 +575,10 @@ class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
         st = self.stage
         wid = self.next_wid
         self.next_wid += 1
-        if self.prestarted and self.use_ray:
-            w = _Worker(wid, self.prestarted.pop(0), prestarted=True)
-        else:
+        handle = self.prestarted.pop(0) if self.prestarted and self.use_ray else None
+        if handle is not None and handle.actor is not None:
+            w = _Worker(wid, handle, prestarted=True)
+        else:  # no driver handle left (or one whose actor was never created: nothing to adopt)
             w = _Worker(wid, new_worker(st.factory, st.method, st.options, self.use_ray))
         self.workers[wid] = w
         self.schedule_once(("ready", wid), st.ready_timeout)
