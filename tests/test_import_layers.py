@@ -8,8 +8,8 @@ under ``atoll/``, that module. Layers, lowest first:
 ====  ===========================================  ==============================================================
 rank  units                                        what they are
 ====  ===========================================  ==============================================================
-0     ``errors``, ``markers``, ``_futures``,       leaf modules: exceptions, ``NotUsed``/``Done``, promises; the
-      ``_impl``                                    docstring of the internal packages' home
+0     ``errors``, ``markers``, ``_futures``,       leaf modules: exceptions, ``NotUsed``/``Done``, promises; rows
+      ``_rows``, ``_impl``                         built from columns; the docstring of the internal packages' home
 1     ``stage``, ``windowing``, ``checkpoint``     what a custom operator is written with (GraphStage, logic,
                                                    ports, shapes, attributes, substreams); window definitions;
                                                    checkpoint settings, storage and snapshot formats
@@ -50,6 +50,7 @@ LAYERS: Dict[str, int] = {
     "markers": 0,
     "_futures": 0,
     "_log_config": 0,
+    "_rows": 0,
     "_impl": 0,
     "stage": 1,
     "windowing": 1,

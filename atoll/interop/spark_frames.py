@@ -229,7 +229,7 @@ def arrow_to_rows(table: pa.Table, timezone: Optional[str] = None) -> List[Dict[
     to_naive = _local_naive(timezone)
     if not names or len(set(names)) != len(names):  # no columns, or duplicate names: as to_pylist does it
         return _rows_by_pylist(table, to_naive)
-    from atoll._impl.actors.codec import rows_of
+    from .._rows import rows_of
 
     columns = [_column_values(field.type, column, to_naive, timezone)
                for field, column in zip(schema, table.columns)]

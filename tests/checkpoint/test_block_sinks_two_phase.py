@@ -8,7 +8,6 @@ lost, none twice. Ray runs here only for the driver's reads and the Dataset (the
 from __future__ import annotations
 
 import os
-import threading
 
 import pytest
 
@@ -19,7 +18,6 @@ import ray  # noqa: E402
 from atoll import CheckpointSettings, Flow, Keep, Materializer, Sink, Source  # noqa: E402
 from atoll._impl.islands import checkpoint_coordinator  # noqa: E402
 from atoll.interop.ray_dataset import RayDatasetSink  # noqa: E402
-from atoll.stage import Attributes, FlowShape, GraphStage, GraphStageLogic, InHandler, Inlet, OutHandler, Outlet  # noqa: E402,E501
 from atoll.testkit.round_trip import checkpoint_round_trip  # noqa: E402
 
 N = 2000
@@ -54,54 +52,7 @@ def _files(tmp_path) -> list:
                   if "_sink-blocks" in d)
 
 
-class _Valve(GraphStage):
-    """Passes elements up to a limit the test raises (``open_to``); sets ``reached`` when the limit is met."""
-
-    stateless = True
-
-    def __init__(self, limit: int):
-        self.in_, self.out = Inlet("valve.in"), Outlet("valve.out")
-        self.shape = FlowShape(self.in_, self.out)
-        self.limit = limit
-        self.reached = threading.Event()
-        self.raise_limit = None
-        self.initial_attributes = Attributes.name("valve")
-
-    def open_to(self, limit: int) -> None:
-        self.reached.clear()
-        self.raise_limit.invoke(limit)
-
-    def create_logic(self, attributes):
-        stage = self
-
-        class Logic(GraphStageLogic, InHandler, OutHandler):
-            stateless = True
-
-            def __init__(self):
-                super().__init__(stage.shape)
-                self.passed = 0
-                self.waiting = False
-                self.set_handlers(stage.in_, stage.out, self)
-                stage.raise_limit = self.get_async_callback(self._raise)
-
-            def _raise(self, limit):
-                stage.limit = limit
-                if self.waiting:
-                    self.waiting = False
-                    self.pull(stage.in_)
-
-            def on_push(self):
-                self.passed += 1
-                self.push(stage.out, self.grab(stage.in_))
-
-            def on_pull(self):
-                if self.passed >= stage.limit:
-                    self.waiting = True
-                    stage.reached.set()
-                else:
-                    self.pull(stage.in_)
-
-        return Logic()
+from atoll.testkit.valve import Valve as _Valve  # noqa: E402
 
 
 def _mat(tmp_path, **settings):

@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 import random
 import sys
-import threading
 
 import pytest
 import ray.cloudpickle
 
 from atoll import (CheckpointError, CheckpointMismatchError, CheckpointNotSupportedError, CheckpointSettings, Flow,
                    Keep, Materializer, RestartPolicy, Sink, Source)
-from atoll.stage import Attributes, FlowShape, GraphStage, GraphStageLogic, InHandler, Inlet, OutHandler, Outlet
 from atoll.testkit.chaos import kill_island_at
 from atoll.testkit.round_trip import checkpoint_round_trip
 
@@ -25,54 +23,7 @@ N = 3000
 SCHEMA = "x long, y string"
 
 
-class _Valve(GraphStage):
-    """Passes elements up to a limit the test raises (``open_to``); sets ``reached`` when the limit is met."""
-
-    stateless = True
-
-    def __init__(self, limit: int):
-        self.in_, self.out = Inlet("valve.in"), Outlet("valve.out")
-        self.shape = FlowShape(self.in_, self.out)
-        self.limit = limit
-        self.reached = threading.Event()
-        self.raise_limit = None
-        self.initial_attributes = Attributes.name("valve")
-
-    def open_to(self, limit: int) -> None:
-        self.reached.clear()
-        self.raise_limit.invoke(limit)
-
-    def create_logic(self, attributes):
-        stage = self
-
-        class Logic(GraphStageLogic, InHandler, OutHandler):
-            stateless = True
-
-            def __init__(self):
-                super().__init__(stage.shape)
-                self.passed = 0
-                self.waiting = False
-                self.set_handlers(stage.in_, stage.out, self)
-                stage.raise_limit = self.get_async_callback(self._raise)
-
-            def _raise(self, limit):
-                stage.limit = limit
-                if self.waiting:
-                    self.waiting = False
-                    self.pull(stage.in_)
-
-            def on_push(self):
-                self.passed += 1
-                self.push(stage.out, self.grab(stage.in_))
-
-            def on_pull(self):
-                if self.passed >= stage.limit:
-                    self.waiting = True
-                    stage.reached.set()
-                else:
-                    self.pull(stage.in_)
-
-        return Logic()
+from atoll.testkit.valve import Valve as _Valve  # noqa: E402
 
 
 def _rows():
