@@ -38,7 +38,7 @@ def test_the_pool_worker_module_imports_only_the_standard_library():
 def test_the_pool_actor_class_unpickles_without_atoll():
     """After ``_ray_actor_class()`` the actor class pickles by value: a fresh interpreter loads it, builds an
     instance with a factory and calls it without importing ``atoll``."""
-    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    from ray import cloudpickle  # ray is a core dependency
     actor_pool._ray_actor_class()
     blob = cloudpickle.dumps((pool_worker.PoolActor, lambda: (lambda xs: [x * 2 for x in xs])))
     code = (
