@@ -38,6 +38,16 @@ def ray_session():
         ray.shutdown()
 
 
+@pytest.fixture(scope="module", params=["local", "ray"])
+def smat(request, ray_session):
+    """Each module's tests on both materializers (one of each per module, shut down after it)."""
+    from atoll import Materializer
+
+    m = Materializer.local() if request.param == "local" else Materializer.ray(start_timeout=60)
+    yield m
+    m.shutdown()
+
+
 @pytest.fixture(scope="package")
 def spark(ray_session):
     """The shared Spark-on-Ray session (one executor, one core), stopped when the interop tests end."""

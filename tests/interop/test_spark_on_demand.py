@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import pytest
 import ray
@@ -12,15 +11,9 @@ import ray.cloudpickle
 from atoll import Materializer, Sink, Source
 from atoll.interop.spark_on_demand import JOB_GROUP_PREFIX, OnDemandPartitions, SparkJobError
 from atoll.testkit import TestSink, assert_all_stages_stopped
+from .interop_helpers import wait_until
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import this test module
-
-
-@pytest.fixture(scope="module", params=["local", "ray"])
-def smat(request, ray_session):
-    m = Materializer.local() if request.param == "local" else Materializer.ray(start_timeout=60)
-    yield m
-    m.shutdown()
 
 
 @pytest.fixture
@@ -45,17 +38,6 @@ def from_spark_jobs(sc, after_job: int):
 def last_job_id(sc) -> int:
     jobs = sc._jsc.sc().statusStore().jobsList(None)
     return max((jobs.apply(k).jobId() for k in range(jobs.size())), default=-1)
-
-
-def wait_until(condition, timeout=30.0) -> bool:
-    """Whether ``condition()`` became true within ``timeout`` seconds (polled)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        pause.wait(0.05)
-    return True
 
 
 def wait_no_active_jobs(sc, timeout=30.0) -> list:

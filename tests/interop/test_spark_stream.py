@@ -1,7 +1,6 @@
 """Source.from_spark / Sink.to_spark / parquet / Ray Data edges, on both materializers, sharing one Spark session."""
 from __future__ import annotations
 
-import time
 
 import pandas as pd
 import pyarrow as pa
@@ -13,13 +12,7 @@ from atoll.interop.errors import SchemaMismatchError
 from atoll.testkit import TestSink, assert_all_stages_stopped
 
 from .conftest import ALL_TYPES_DDL
-
-
-@pytest.fixture(scope="module", params=["local", "ray"])
-def smat(request, ray_session):
-    m = Materializer.local() if request.param == "local" else Materializer.ray(start_timeout=60)
-    yield m
-    m.shutdown()
+from .interop_helpers import actors_still_alive
 
 
 @pytest.fixture
@@ -50,30 +43,6 @@ def plain(v):
 def numbers_df(spark, n, partitions):
     return spark.range(0, n, numPartitions=partitions).selectExpr(
         "id", "id * 2 as twice", "cast(id as string) as name", "cast(id % 7 as double) as k")
-
-
-def wait_actors_gone(actors, timeout=20.0, include_warm=False):
-    """The actors that still answer after ``timeout`` (polling until none does), apart from those idle in a
-    materializer's warm pool (kept for the next graph, not leaked) unless ``include_warm``."""
-    from atoll._impl.actors.warm_pool import idle_actor_ids
-
-    deadline = time.monotonic() + timeout
-    alive = list(actors)
-    while alive and time.monotonic() < deadline:
-        still = []
-        warm = set() if include_warm else idle_actor_ids()
-        for a in alive:
-            if a._actor_id.hex() in warm:
-                continue
-            try:
-                ray.get(a.info.remote(), timeout=5)
-                still.append(a)
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                pass
-        alive = still
-        if alive:
-            time.sleep(0.1)
-    return alive
 
 
 # ------------------------------------------------------------------------------------------------- from_spark
@@ -256,10 +225,10 @@ def test_no_island_actor_is_left_after_to_spark(spark, ray_session):
         actors = [i.actor for g in m.running_graphs() for i in g._islands]
         assert len(actors) == 2
         assert fut.result(120).count() == 1000
-        assert wait_actors_gone(actors) == []
+        assert actors_still_alive(actors) == []
     finally:
         m.shutdown()
-    assert wait_actors_gone(actors, include_warm=True) == []  # the warm ones stop with the materializer
+    assert actors_still_alive(actors, include_warm=True) == []  # the warm ones stop with the materializer
 
 
 # ------------------------------------------------------------------------------------------ parquet, Ray Data

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import itertools
 import sys
-import threading
-import time
 import uuid
 
 import pytest
@@ -17,15 +15,9 @@ from atoll.interop.spark_on_demand import SparkJobError
 from atoll.testkit import assert_all_stages_stopped
 
 from .conftest import ALL_TYPES_DDL, all_types_rows
+from .interop_helpers import actors_still_alive, rate_df, wait_until
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import this test module
-
-
-@pytest.fixture(scope="module", params=["local", "ray"])
-def smat(request, ray_session):
-    m = Materializer.local() if request.param == "local" else Materializer.ray(start_timeout=60)
-    yield m
-    m.shutdown()
 
 
 @pytest.fixture
@@ -35,51 +27,12 @@ def anymat(smat, spark):
     assert wait_until(lambda: not spark.streams.active), "a Spark query was left running"
 
 
-def wait_until(condition, timeout=60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        pause.wait(0.05)
-    return True
-
-
 def name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 def memory_rows(spark, query_name):
     return [r.asDict(recursive=True) for r in spark.table(query_name).collect()]
-
-
-def rate_df(spark, rows_per_second=200):
-    return (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second)
-            .option("numPartitions", 1).load())
-
-
-def gone(handles, timeout=30.0):
-    """The actors of ``handles`` that still answer after ``timeout`` (polling until none does); island actors
-    idle in the materializer's warm pool count as gone (they are reset and reused, not leaked)."""
-    from atoll._impl.actors.warm_pool import idle_actor_ids
-
-    deadline = time.monotonic() + timeout
-    alive = list(handles)
-    while alive and time.monotonic() < deadline:
-        still = []
-        pooled = idle_actor_ids()
-        for a in alive:
-            if a._actor_id.hex() in pooled:
-                continue
-            try:
-                ray.get(a.__ray_ready__.remote(), timeout=5)
-                still.append(a)
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                pass
-        alive = still
-        if alive:
-            threading.Event().wait(0.1)
-    return alive
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -286,7 +239,7 @@ def test_no_actor_is_left(spark, ray_session):
         assert len(actors) == 2
         assert future.result(120) == 500
         box = future._box_actor
-        assert gone(actors + [box]) == []
+        assert actors_still_alive(actors + [box]) == []
     finally:
         m.shutdown()
     assert spark.streams.active == []

@@ -2,24 +2,16 @@
 from __future__ import annotations
 
 import sys
-import threading
-import time
 
 import pytest
 import ray
 import ray.cloudpickle
 
-from atoll import KillSwitches, Keep, Materializer, Sink, Source
+from atoll import KillSwitches, Keep, Sink, Source
 from atoll.testkit import TestSink, assert_all_stages_stopped
+from .interop_helpers import rate_df, wait_until
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import this test module
-
-
-@pytest.fixture(scope="module", params=["local", "ray"])
-def smat(request, ray_session):
-    m = Materializer.local() if request.param == "local" else Materializer.ray(start_timeout=60)
-    yield m
-    m.shutdown()
 
 
 @pytest.fixture
@@ -27,21 +19,6 @@ def anymat(smat, spark):
     yield smat
     assert_all_stages_stopped(smat, timeout=15.0)
     assert wait_until(lambda: not spark.streams.active), "a Spark query was left running"
-
-
-def wait_until(condition, timeout=30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        pause.wait(0.05)
-    return True
-
-
-def rate_df(spark, rows_per_second=200):
-    return (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second)
-            .option("numPartitions", 1).load())
 
 
 def test_rate_source_elements_arrive_in_order_and_the_kill_switch_stops_the_query(spark, anymat):
