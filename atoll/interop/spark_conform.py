@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal as _decimal
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any, Callable, Iterable, List, Optional, Union
 
 import numpy as np
@@ -434,6 +435,9 @@ def _fast_python_types(t: pa.DataType) -> Optional[frozenset]:
     return None
 
 
+_DICT = {dict}
+
+
 def _fast_rows_to_table(rows: List[Any], expected: pa.Schema) -> Optional[pa.Table]:
     """``rows_to_table`` for the common case -- plain dicts with exactly the schema's flat columns, every value of
     an accepted Python type -- checked column by column at C speed (``set(map(type, column))``) and converted by
@@ -446,10 +450,10 @@ def _fast_rows_to_table(rows: List[Any], expected: pa.Schema) -> Optional[pa.Tab
         allowed.append(types | {type(None)} if f.nullable else types)
     names = expected.names
     n = len(names)
-    if not all(type(r) is dict and len(r) == n for r in rows):
+    if not rows or set(map(type, rows)) != _DICT or set(map(len, rows)) != {n}:
         return None
-    try:
-        columns = [[r[name] for r in rows] for name in names]
+    try:  # every row has n keys, each of the schema's n names: exactly the schema's columns
+        columns = [list(map(itemgetter(name), rows)) for name in names]
     except KeyError:
         return None
     for col, ok in zip(columns, allowed):

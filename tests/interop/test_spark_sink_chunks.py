@@ -1,0 +1,80 @@
+"""The block sinks (``to_spark``, ``to_ray_dataset``, ``to_parquet``) gather a chunk of plain row dicts as a whole:
+the same blocks (row groups here) cut at the same rows, the same values and the same error positions as element by
+element, whatever mix of dicts and other elements the chunks hold."""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from atoll import Materializer, Sink, Source
+from atoll.interop.errors import SchemaMismatchError
+from atoll.interop.parquet import ParquetSink
+from atoll.windowing import Window
+
+SCHEMA = "id long, name string, k double"
+
+
+def _run(elements, path, rows_per_block):
+    m = Materializer.local()
+    try:
+        return Source.from_iterator(lambda: iter(elements)).run_with(
+            Sink.from_graph(ParquetSink(str(path), SCHEMA, rows_per_block=rows_per_block)), m).result(30)
+    finally:
+        m.shutdown()
+
+
+def _row(i):
+    return {"id": i, "name": f"n{i}", "k": i * 0.5}
+
+
+@pytest.mark.parametrize("rows_per_block", [1, 7, 64, 5000])
+def test_row_dicts_cut_into_the_same_blocks(tmp_path, rows_per_block):
+    rows = [_row(i) for i in range(1000)]
+    path = tmp_path / "out.parquet"
+    assert _run(rows, path, rows_per_block) == 1000
+    f = pq.ParquetFile(path)
+    sizes = [f.metadata.row_group(g).num_rows for g in range(f.num_row_groups)]
+    full, rest = divmod(1000, rows_per_block)
+    assert sizes == [rows_per_block] * full + ([rest] if rest else [])
+    got = f.read().to_pylist()
+    assert got == rows
+    assert [type(v) for v in got[3].values()] == [int, str, float]
+
+
+def test_dicts_mixed_with_other_elements_keep_order_and_blocks(tmp_path):
+    schema_rows = [_row(i) for i in range(300)]
+    elements = list(schema_rows)
+    # a window record in the middle: a non-dict element the sink turns into a row (it does not fit the schema:
+    # the stream fails naming its exact position, once its block is converted)
+    elements.insert(150, Window("u", 0, 10, 3, "on_time"))
+    path = tmp_path / "out.parquet"
+    with pytest.raises(SchemaMismatchError) as info:
+        _run(elements, path, 64)
+    err = info.value
+    assert (err.column, err.found, err.element_index, err.row) == ("key", "str 'u'", 150, None)
+    # the blocks before the one holding it were written, whole
+    assert pq.read_table(path).to_pylist() == schema_rows[:128]
+
+
+def test_a_bad_value_is_named_at_its_element(tmp_path):
+    rows = [_row(i) for i in range(500)]
+    rows[333] = {"id": 333, "name": "n333", "k": 7}  # an int where double is expected: refused, not coerced
+    with pytest.raises(SchemaMismatchError) as info:
+        _run(rows, tmp_path / "out.parquet", 100)
+    err = info.value
+    assert (err.column, err.element_index) == ("k", 333)
+
+
+def test_a_row_with_a_missing_column_is_named(tmp_path):
+    rows = [_row(i) for i in range(40)]
+    rows[17] = {"id": 17, "name": "n17"}
+    with pytest.raises(SchemaMismatchError) as info:
+        _run(rows, tmp_path / "out.parquet", 10)
+    assert (info.value.column, info.value.element_index) == ("k", 17)
+
+
+def test_typed_values_pass_through_exactly(tmp_path):
+    rows = [{"id": i, "name": None if i % 3 == 0 else f"n{i}", "k": float(i)} for i in range(50)]
+    path = tmp_path / "out.parquet"
+    assert _run(rows, path, 16) == 50
+    assert pq.read_table(path).to_pylist() == rows
