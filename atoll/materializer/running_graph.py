@@ -14,7 +14,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Union
 
 from ..errors import AbruptTerminationError
 from ..markers import Done
@@ -81,6 +81,16 @@ class RunningGraphBase(ABC):
     @property
     def is_running(self) -> bool:
         return not self.completion.done()
+
+    @property
+    def restarts(self) -> int:
+        """How many times the graph was restarted from a checkpoint (0 for a graph that cannot restart)."""
+        return 0
+
+    @property
+    def attempt(self) -> int:
+        """The incarnation running now: 0, then one more per restart."""
+        return 0
 
     # ------------------------------------------------------------------ checkpoints
     def attach_checkpoints(self, coordinator: Any, settings: Any) -> None:
@@ -158,11 +168,13 @@ class RunningGraphBase(ABC):
 
 
 class RunningGraph(RunningGraphBase):
-    """A local graph: each island is a ``ThreadHost`` that reports its end to ``island_ended``."""
+    """A local graph: each island is a ``ThreadHost`` that reports its end to ``island_ended``.
+    ``indices``: the islands' indices in the graph (default: their positions), for ``kill_island``."""
 
     def __init__(self, name: str, islands: List[Any], on_end: Optional[Callable[["RunningGraph"], None]] = None,
-                 cleanups: Optional[List[Callable[[], None]]] = None):
+                 cleanups: Optional[List[Callable[[], None]]] = None, indices: Optional[List[int]] = None):
         super().__init__(name, islands, on_end, cleanups)
+        self._indices = list(range(len(self._islands))) if indices is None else list(indices)
         self._remaining = len(self._islands)
         if self._remaining == 0:
             self._finish()
@@ -174,6 +186,28 @@ class RunningGraph(RunningGraphBase):
             last = self._remaining == 0
         if last:
             self._finish()
+
+    def kill_island(self, island: Union[int, str]) -> None:
+        """Make island ``island`` (its index or name) die: a fatal ``IslandDiedError`` posted to its thread ends the
+        thread's loop past every stage's supervision; the other islands are cancelled with it, so the graph fails
+        with it (``atoll.testkit.chaos.kill_island``; a graph that can restart recovers instead)."""
+        from ..errors import IslandDiedError
+
+        for index, host in zip(self._indices, self._islands):
+            if (isinstance(island, int) and index == island) or host.name == island:
+                break
+        else:
+            names = [h.name for h in self._islands]
+            raise LookupError(f"kill_island: graph {self.name} has no island {island!r} (its islands: {names})")
+
+        def die() -> None:
+            err = IslandDiedError(host.name, "its thread was killed")
+            for other in self._islands:
+                if other is not host:
+                    other.cancel(err)
+            raise err
+
+        host.post(die)
 
     def _cancel_island(self, island: Any, cause: BaseException) -> None:
         island.cancel(cause)

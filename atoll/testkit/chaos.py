@@ -4,8 +4,8 @@
 - ``verifying_sink(n, keys)``: a sink whose future is a ``Verification``: per key the elements lost, duplicated
   and out of order (an exactly-once run has none of any).
 - ``kill_island(graph, "island-2")`` (or an island index) ends the island's Ray actor with ``ray.kill``, without
-  telling Atoll, the way a crash or a lost node would; the graph's recovery (``CheckpointSettings.restart``) is
-  what is under test. ``kill_island_when(graph, island, condition)`` waits for ``condition()`` first;
+  telling Atoll, the way a crash or a lost node would - on ``Materializer.local`` the island's thread, by a fatal
+  error delivered to its loop; the graph's recovery (``CheckpointSettings.restart``) is what is under test. ``kill_island_when(graph, island, condition)`` waits for ``condition()`` first;
   ``kill_island_at(graph, island, fraction, total, watch)`` once island ``watch`` has received ``fraction`` of
   ``total`` elements; ``kill_island_chosen(graph, choose)`` kills the island ``choose()`` names once it names one
 (for faults where which island to strike is only known at that moment, e.g. the one aligning a checkpoint).
@@ -143,7 +143,13 @@ def _record(graph: Any, island: Union[int, str]):
 
 
 def kill_island(graph: Any, island: Union[int, str]) -> None:
-    """Kill the Ray actor that hosts ``island`` (its index or name) of the running ``graph`` now."""
+    """Kill the island ``island`` (its index or name) of the running ``graph`` now: on Ray its actor (``ray.kill``);
+    on ``Materializer.local`` its thread (a fatal error posted to the island's loop, past every stage's
+    supervision: the thread ends as after a crash of its host, and the graph sees an island death)."""
+    local = getattr(graph, "kill_island", None)
+    if local is not None:
+        local(island)
+        return
     import ray
 
     ray.kill(_record(graph, island).actor, no_restart=True)

@@ -99,28 +99,37 @@ def new_coordinator(settings: CheckpointSettings, storage: CheckpointStorage, fi
     return coordinator
 
 
+def island_checkpointer(settings: CheckpointSettings, host: Any, assembled: Any, index: int, name: str, plan: Any,
+                        report, back: Any, attempt: int = 0) -> IslandCheckpointer:
+    """Give the island on ``host`` (``assembled`` from ``plan``) a checkpointer reporting through ``report``;
+    ``back``: the channels that close cycles between islands."""
+    cp = IslandCheckpointer(host, assembled.interpreter, index, name, assembled.keys, island_fingerprint(plan), report,
+                            attempt=attempt, aligned=settings.guarantee == "exactly_once",
+                            logged=settings.alignment == "logged",
+                            feedback=[b for ch, b in assembled.inputs.items() if ch in back])
+    host.checkpointer = cp
+    return cp
+
+
 def wire_checkpoints(settings: CheckpointSettings, name: str, phases: List[Any], running: Any,
                      restored_from: Optional[int], restore_storage: Optional[CheckpointStorage],
-                     plans: List[Any]) -> CheckpointCoordinator:
+                     plans: List[Any], live=None) -> CheckpointCoordinator:
     """Give every island of a local graph a checkpointer reporting to a new coordinator (started with the hosts);
-    ``plans``: the graph's island plans (for the channels that close cycles between islands)."""
+    ``plans``: the graph's island plans (for the channels that close cycles between islands); ``live``: with
+    recovery, ``live(index)`` says whether island ``index``'s reports still count (a replaced attempt's do not)."""
     storage, first = open_storage(settings, name, restored_from)
     back = back_edge_channels(plans)
     ports = []
     coordinator = None
 
     def report(kind, island, n, payload):
-        coordinator.report(kind, island, n, payload)
+        if live is None or live(island):
+            coordinator.report(kind, island, n, payload)
 
     for p in phases:
         if p.is_empty:
             continue
-        assembled = p.assembled
-        cp = IslandCheckpointer(p.host, assembled.interpreter, p.index, p.name, assembled.keys,
-                                island_fingerprint(p.plan), report,
-                                aligned=settings.guarantee == "exactly_once", logged=settings.alignment == "logged",
-                                feedback=[b for ch, b in assembled.inputs.items() if ch in back])
-        p.host.checkpointer = cp
+        cp = island_checkpointer(settings, p.host, p.assembled, p.index, p.name, p.plan, report, back)
         ports.append((p.index, p.name, LocalIslandPort(p.host, cp)))
     coordinator = new_coordinator(settings, storage, first, ports, running, restored_from, restore_storage)
     return coordinator

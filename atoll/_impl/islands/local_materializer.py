@@ -19,7 +19,9 @@ from .checkpoint_setup import (
     replay_hook,
     wire_checkpoints,
 )
+from .feedback import back_edge_channels
 from .local_phase import InProcessTransport, LocalIslandPhase, materialized_values
+from .local_recovery import LocalGraphRecovery, LocalIsland, LocalRecoveringGraph
 
 
 def materialize_in_host(graph, host, materializer, name: str) -> Any:
@@ -40,6 +42,9 @@ def materialize_in_host(graph, host, materializer, name: str) -> Any:
 
 
 class LocalMaterializer(Materializer):
+    """Runs each island of a graph on a thread of this process; with ``checkpoint`` settings whose
+    ``RestartPolicy`` allows restarts, a graph restarts from its checkpoints (``local_recovery``)."""
+
     def __init__(self, settings: MaterializerSettings, checkpoint=None):
         super().__init__(settings)
         self.checkpoint = checkpoint
@@ -70,13 +75,17 @@ class LocalMaterializer(Materializer):
                 check_restorable(phases, build.restore, f"checkpoint {restored_from} of {restore_storage.base}")
             if checkpointing or build.restore is not None:
                 check_checkpointable([(p.name, p.stage_logics()) for p in phases if p.assembled is not None])
+            live = [p for p in phases if not p.is_empty]
+            recovering = checkpointing and bool(live) and self.checkpoint.restart.max_restarts > 0
+            if recovering:
+                return self._run_recovering(mat, phases, live, build, driver, restored_from, restore_storage)
             value = resolve(mat, materialized_values(phases))
         except BaseException:
             driver.abort()
             raise
-        live = [p for p in phases if not p.is_empty]
         hosts = [p.host for p in live]
-        running = RunningGraph(build.name, hosts, self._unregister, cleanups=driver.hand_over())
+        running = RunningGraph(build.name, hosts, self._unregister, cleanups=driver.hand_over(),
+                               indices=[p.index for p in live])
         coordinator = None
         if checkpointing and hosts:
             coordinator = wire_checkpoints(self.checkpoint, build.name, phases, running, restored_from, restore_storage,
@@ -94,4 +103,23 @@ class LocalMaterializer(Materializer):
             coordinator.start()
         for h in hosts:
             h.start()
+        return value
+
+    def _run_recovering(self, mat, phases, live, build, driver, restored_from, restore_storage) -> Any:
+        """Run a checkpointed graph that restarts from its checkpoints when an island dies
+        (``local_recovery``): the user gets the driver's values, rebound to each attempt's."""
+        records = [LocalIsland(p.index, p.name, p.plan, p.host, p.assembled) for p in live]
+        running = LocalRecoveringGraph(build.name, records, self._unregister)
+        value = resolve(mat, running.adopt())
+        coordinator = wire_checkpoints(self.checkpoint, build.name, phases, running, restored_from, restore_storage,
+                                       build.plans, live=running.live(records))
+        for fn in driver.hand_over():  # from here on nothing fails: the graph runs them when it ends
+            running.add_cleanup(fn)
+        running.enable_recovery(LocalGraphRecovery(running, self, self.settings, self.checkpoint,
+                                                   back_edge_channels(build.plans), restored_from, restore_storage))
+        self._register(running)
+        for p in live:
+            p.host.before_init = replay_hook(p.assembled)
+        coordinator.start()
+        running.start()
         return value
