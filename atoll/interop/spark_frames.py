@@ -55,6 +55,23 @@ def _encode_for_spark(data: Any, schema: pa.Schema):
     return sink.getvalue().to_pybytes(), table.num_rows
 
 
+def _encode_group(start: int, schema: pa.Schema, *tables: Any) -> tuple:
+    """Ray task body: :func:`_encode_for_spark` of each table in turn (``start``: the first one's position among
+    the frame's refs, named by a mismatch) -> ``(bytes_0, rows_0, bytes_1, rows_1, ...)``."""
+    out: list = []
+    for j, data in enumerate(tables):
+        try:
+            out.extend(_encode_for_spark(data, schema))
+        except SchemaMismatchError as e:
+            raise e.with_element_index(start + j) from None
+    return tuple(out)
+
+
+#: tables encoded by one Ray task at most: a frame's tables are encoded by few tasks (two for up to 32 tables),
+#: which the worker pool's idle workers take, rather than one task per table, for which Ray started new workers
+#: (~0.5 s of CPU each) whenever the idle ones were fewer
+TABLES_PER_TASK = 16
+
 _encode_task = None
 
 
@@ -63,8 +80,21 @@ def _encoder():
     if _encode_task is None:
         import ray
 
-        _encode_task = ray.remote(num_cpus=0, num_returns=2, max_retries=3)(_encode_for_spark)
+        _encode_task = ray.remote(num_cpus=0, max_retries=3)(_encode_group)
     return _encode_task
+
+
+def _groups(n: int) -> List[range]:
+    """``range(n)`` cut into contiguous groups, one per encoding task: at least two (when ``n`` > 1), each of
+    at most ``TABLES_PER_TASK`` positions, sizes differing by one at most."""
+    tasks = min(n, max(2, -(-n // TABLES_PER_TASK)))
+    size, extra = divmod(n, tasks)
+    out, start = [], 0
+    for t in range(tasks):
+        end = start + size + (1 if t < extra else 0)
+        out.append(range(start, end))
+        start = end
+    return out
 
 
 def _owner_addresses(refs: Sequence[Any]) -> List[bytes]:
@@ -104,17 +134,18 @@ def arrow_refs_to_spark(refs: Sequence[Any], schema: SchemaLike, spark=None):
         return spark.createDataFrame([], spark_schema)
     encode = _encoder()
     blobs, counts = [], []
-    for ref in refs:
-        blob, count = encode.remote(ref, arrow_schema)
-        blobs.append(blob)
-        counts.append(count)
-    for i, count in enumerate(counts):
+    for group in _groups(len(refs)):
+        out = encode.options(num_returns=2 * len(group)).remote(group.start, arrow_schema,
+                                                                *refs[group.start:group.stop])
+        blobs.extend(out[0::2])
+        counts.extend(out[1::2])
+    for count in counts:  # in order: a mismatch is reported for the first table that has one
         try:
             ray.get(count)
         except SchemaMismatchError as exc:
             cause = getattr(exc, "cause", None)
             cause = cause if isinstance(cause, SchemaMismatchError) else exc
-            raise cause.with_element_index(i) from None
+            raise cause.with_element_index(cause.element_index) from None
     from raydp.spark.dataset import _convert_by_rdd
 
     df = _convert_by_rdd(spark, blobs, _owner_addresses(blobs), spark_schema)
