@@ -42,6 +42,7 @@ from ._connection import (
 from ..markers import Done
 from .attributes import Attributes, CancellationStrategy
 from .handlers import InHandler, OutHandler
+from ._port_calls import make_grab, make_pull, make_push
 from .ports import Inlet, Outlet
 from .shapes import Shape
 from .checkpointing import NO_STATE
@@ -798,66 +799,21 @@ class GraphStageLogic:
         """Install per-instance ``push``/``pull``/``grab`` closures over this logic's connection lists
         and interpreter (the per-element hot path: no ``self`` attribute loads, cell reads instead).
 
-        Each closure takes the plain case only (the port's state is exactly the one protocol bit, the
-        element is not ``None``: one integer comparison) and hands every other case (a signal or hold
-        waiting, a closed, failed or unwired port, a rule broken) to the class method, so errors and
+        Each closure (``atoll.stage._port_calls``) takes the plain case only (the port's state is
+        exactly the one protocol bit, the element is not ``None``: one integer comparison) and hands
+        every other case (a signal or hold waiting, a closed, failed or unwired port, a rule broken)
+        to the class method, so errors and
         edge cases stay exactly the class method's. A logic whose class overrides one of them, or that
         bound its own on the instance (event-time stamping), keeps that one. The closures are set as
         plain attributes: touching ``self.__dict__`` would turn the instance's inline attribute values
         into a dict and slow every other ``self.x`` of the logic."""
         ins, outs = self._in_conns, self._out_conns
-        queue, enqueue = interpreter.queue, self._enqueue
         if _rebindable(self.push, _base_push):
-            def push(out, elem, ts=None):
-                conn = outs[out.id]
-                try:
-                    st = conn.state
-                except AttributeError:
-                    return _base_push(self, out, elem, ts)
-                if st == OUT_READY and elem is not None:
-                    conn.state = PUSHING
-                    conn.slot = elem
-                    if interpreter.chased is None and not queue:
-                        interpreter.chased = conn
-                    else:
-                        enqueue(conn)
-                else:
-                    _base_push(self, out, elem, ts)
-
-            push.port_fast_path = True
-            self.push = push
+            self.push = make_push(self, interpreter, outs, self._out_ports, _base_push)
         if _rebindable(self.pull, _base_pull):
-            def pull(in_):
-                conn = ins[in_.id]
-                try:
-                    st = conn.state
-                except AttributeError:
-                    return _base_pull(self, in_)
-                if st == IN_READY:
-                    conn.state = PULLING
-                    if interpreter.chased is None and not queue:
-                        interpreter.chased = conn
-                    else:
-                        enqueue(conn)
-                else:
-                    _base_pull(self, in_)
-
-            pull.port_fast_path = True
-            self.pull = pull
+            self.pull = make_pull(self, interpreter, ins, self._in_ports, _base_pull)
         if _rebindable(self.grab, _base_grab):
-            def grab(in_):
-                conn = ins[in_.id]
-                try:
-                    elem = conn.slot
-                except AttributeError:
-                    return _base_grab(self, in_)
-                if conn.state == IN_READY and elem is not EMPTY:
-                    conn.slot = EMPTY
-                    return elem
-                return _base_grab(self, in_)
-
-            grab.port_fast_path = True
-            self.grab = grab
+            self.grab = make_grab(self, ins, self._in_ports, _base_grab)
 
     def _after_post_stop(self) -> None:
         """Internal cleanup after ``post_stop`` (timers, async callbacks): outstanding
