@@ -19,7 +19,9 @@ factory marks, e.g. a Spark partition), the element range and a digest chained o
 as items are emitted, and saves them with the count. On a restore the skip computes the same digests for the
 elements it skips and fails with :class:`~atoll.errors.SourceReplayMismatchError` at the first segment whose
 content differs, naming the rows it covers: a changed source is detected even when it still has as many
-elements. A snapshot of an older version (a bare count) restores without the check.
+elements. A snapshot of an older version (a bare count) restores without the check. Digests serve checkpoints and
+restores only: a factory that has an ``undigested()`` method (returning the same factory without the digests) is
+replaced by it in a run that neither checkpoints nor restores, so that run does not compute them.
 """
 from __future__ import annotations
 
@@ -150,7 +152,7 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         stage, credits, stopping = self.stage, self.credits, self.stopping
         it = None
         try:
-            it = iter(stage.factory())
+            it = iter(self._factory()())
             if self.skip:
                 it = _skipped(it, self.skip, stage.chunked, stage.name, self.expected)
             while True:
@@ -171,6 +173,10 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
                     close()
                 except Exception:  # noqa: BLE001 - already ending
                     pass
+
+    def _factory(self) -> Callable[[], Iterator[Any]]:
+        """The factory this run calls (helper thread, once)."""
+        return self.stage.factory
 
     # ---------------------------------------------------------------- island thread
     def _arrived(self, item) -> None:
@@ -315,6 +321,19 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
 
 class _ReplayableBackgroundLogic(_BackgroundLogic):
     """A background source whose factory replays: saves how many elements it emitted, skips them after a restore."""
+
+    #: the island runs with checkpoints (told before ``pre_start``)
+    checkpointed = False
+
+    def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
+        self.checkpointed = True
+
+    def _factory(self) -> Callable[[], Iterator[Any]]:
+        factory = self.stage.factory
+        if self.checkpointed or self.expected:
+            return factory  # digests are saved with checkpoints, or checked by this restore's skip
+        undigested = getattr(factory, "undigested", None)
+        return factory if undigested is None else undigested()
 
     def save_to_snapshot(self):
         segments = self.digest_state() if self.verifiable else None

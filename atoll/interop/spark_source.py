@@ -13,7 +13,8 @@ Two modes, chosen when the blueprint is built:
   recovery: a fetched partition lost with its node is fetched again from Spark's cache.
 
 With checkpoints, the source saves how many rows it emitted and, per partition, a digest of the Arrow data of
-those rows (blake2b over each slice's IPC encoding, computed on the helper thread); a restore reads the DataFrame
+those rows (blake2b over each slice's IPC encoding, computed on the helper thread; a run that neither checkpoints
+nor restores computes none); a restore reads the DataFrame
 again (from the cache when it is still held, else computed again), skips those rows and checks their digests. That
 is exact for a deterministic DataFrame (the same rows in the same partition order on every run); a DataFrame that
 changed fails the restore with ``SourceReplayMismatchError`` naming the rows of the first partition that differs,
@@ -81,6 +82,10 @@ class _PartitionReader:
         self.max_rows = max_rows
         self.timezone = timezone
         self.digest = digest  # yield Digested items (a replayable source: a restore checks what it skips)
+
+    def undigested(self) -> "_PartitionReader":
+        """This reader without digests: for a run that neither checkpoints nor restores (``BackgroundSource``)."""
+        return _PartitionReader(self.tables, self.fmt, self.max_rows, self.timezone, digest=False)
 
     def __call__(self) -> Iterator[Any]:
         from .spark_frames import arrow_to_pandas, arrow_to_rows, slices
