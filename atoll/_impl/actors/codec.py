@@ -4,6 +4,11 @@ A frame (a list of elements) travels as msgpack bytes plus a list of Ray object 
 
 * msgpack's own types go as themselves; ``strict_types`` keeps tuples tuples and subclasses exact
   (a tuple is an extension holding its items, anything msgpack does not know is cloudpickled);
+* ``datetime`` and ``date`` values (exactly those types: a subclass such as pandas' ``Timestamp`` is pickled) go as
+  the bytes of their pickled state (the fields, microseconds and ``fold``), read back by the types' own
+  constructors; a ``datetime``'s tzinfo is kept when it is ``None`` or a fixed-offset ``datetime.timezone`` (offset
+  and name), any other tzinfo is pickled with its datetime. (Cloudpickling a datetime cost ~7 us, 11% of the demo's
+  aggregate island; the state ~0.3 us to encode, ~0.1 us to decode);
 * numpy arrays, Arrow tables/record batches and bytes-likes of ``large_bytes`` or more are put in the
   object store and travel as references, so they are never copied through msgpack and are read
   zero-copy on the receiving side. The reference list is a separate call argument, so Ray tracks the
@@ -37,6 +42,7 @@ measures both encodings end to end.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import gc
 import os
 import sys
@@ -48,6 +54,16 @@ import msgpack
 EXT_PICKLE = 1
 EXT_REF = 2
 EXT_TUPLE = 3
+#: a ``datetime`` (exactly that type) without tzinfo or with a fixed-offset ``datetime.timezone``: its pickled state
+EXT_DATETIME = 4
+#: a ``date`` (exactly that type): its pickled state
+EXT_DATE = 5
+
+#: the size of a datetime's pickled state (``datetime(state[, tzinfo])`` makes it again, ~55 ns; a date's: 4 bytes)
+_DT_STATE = 10
+_datetime = _dt.datetime
+_date = _dt.date
+_timezone = _dt.timezone
 
 LARGE_BYTES = 100 * 1024
 
@@ -114,8 +130,15 @@ def _encoder(refs: list):
     object_ref = _object_ref_type()
 
     def default(obj):
-        if type(obj) is tuple:
+        t = type(obj)
+        if t is tuple:
             return msgpack.ExtType(EXT_TUPLE, msgpack.packb(list(obj), default=default, strict_types=True, use_bin_type=True))
+        if t is _datetime:
+            packed = _pack_datetime(obj)
+            if packed is not None:
+                return packed
+        elif t is _date:
+            return msgpack.ExtType(EXT_DATE, obj.__reduce_ex__(4)[1][0])
         if isinstance(obj, large) or (isinstance(obj, (bytes, bytearray, memoryview)) and len(obj) >= LARGE_BYTES):
             import ray
 
@@ -127,6 +150,29 @@ def _encoder(refs: list):
         return msgpack.ExtType(EXT_PICKLE, cloudpickle.dumps(obj))
 
     return default
+
+
+def _pack_datetime(d: _dt.datetime) -> Optional[msgpack.ExtType]:
+    """``d`` as an ``EXT_DATETIME``: the 10 bytes of its pickled state (fields, microseconds, ``fold``), then a fixed-
+    offset timezone's offset and name; ``None`` for another tzinfo (it is pickled)."""
+    state = d.__reduce_ex__(4)[1]
+    if len(state) == 1:
+        return msgpack.ExtType(EXT_DATETIME, state[0])
+    tz = state[1]
+    if type(tz) is not _timezone:
+        return None
+    # timezone(offset[, name]): what it was made with (timezone.utc is timezone(timedelta(0)), the same object)
+    args = tz.__getinitargs__()
+    off = args[0]
+    extra = [off.days, off.seconds, off.microseconds] + ([args[1]] if len(args) > 1 else [])
+    return msgpack.ExtType(EXT_DATETIME, state[0] + msgpack.packb(extra, use_bin_type=True))
+
+
+def _unpack_datetime(data: bytes) -> _dt.datetime:
+    if len(data) == _DT_STATE:
+        return _datetime(data)
+    extra = msgpack.unpackb(data[_DT_STATE:], raw=False)
+    return _datetime(data[:_DT_STATE], _timezone(_dt.timedelta(extra[0], extra[1], extra[2]), *extra[3:]))
 
 
 def _ext_hook(refs: list):
@@ -141,8 +187,12 @@ def _ext_hook(refs: list):
                 fetched[i] = value
 
     def ext_hook(code, data):
+        if code == EXT_DATETIME:
+            return _unpack_datetime(data)
         if code == EXT_TUPLE:
             return tuple(msgpack.unpackb(data, ext_hook=ext_hook, raw=False, strict_map_key=False))
+        if code == EXT_DATE:
+            return _date(data)
         if code == EXT_REF:
             return fetched[msgpack.unpackb(data)]
         if code == EXT_PICKLE:
