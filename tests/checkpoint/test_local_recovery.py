@@ -441,3 +441,39 @@ def test_an_island_killed_while_a_checkpoint_is_aligned_restarts_from_the_previo
         released.set()
         mat.shutdown()
     _assert_no_thread_left(mat, "align")
+
+
+# ---------------------------------------------------------------- a statistics handle across a restart
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+def test_event_time_windows_and_their_stats_handle_survive_a_kill(tmp_path, fusion):
+    from atoll import Aggregate
+
+    n = 3000
+
+    def graph():
+        return (Source.range(0, n).throttle(200, 0.1).map(lambda x: (x, x % 3)).with_timestamps(lambda e: e[0])
+                .island().tumbling_window(100, key=lambda e: e[1], aggregate=Aggregate.count()).island()
+                .to_mat(Sink.seq(), Keep.both))
+
+    plain = Materializer.local(fusion=fusion)
+    try:
+        _stats, fut = (Source.range(0, n).map(lambda x: (x, x % 3)).with_timestamps(lambda e: e[0]).island()
+                       .tumbling_window(100, key=lambda e: e[1], aggregate=Aggregate.count()).island()
+                       .to_mat(Sink.seq(), Keep.both)).run(plain)
+        expected = fut.result(30)
+    finally:
+        plain.shutdown()
+    mat = _mat(tmp_path, fusion)
+    try:
+        stats, fut = graph().run(mat, name="windows")
+        g = mat.running_graph("windows")
+        _wait_until(lambda: stats.watermark is not None and stats.watermark >= 0.2 * n)
+        g.checkpoint_now(timeout=10)
+        kill_island_at(g, 1, 0.5, n)
+        got = fut.result(30)
+        assert sorted(map(repr, got)) == sorted(map(repr, expected)) and len(got) == len(expected) > 0
+        assert g.restarts == 1
+        assert stats.open_windows == 0 and stats.snapshot()["late_dropped"] == 0  # the new attempt's counters
+    finally:
+        mat.shutdown()
+    _assert_no_thread_left(mat, "windows")
