@@ -477,3 +477,34 @@ def test_event_time_windows_and_their_stats_handle_survive_a_kill(tmp_path, fusi
     finally:
         mat.shutdown()
     _assert_no_thread_left(mat, "windows")
+
+
+# ---------------------------------------------------------------- a run restored from a checkpoint
+def test_a_restored_run_killed_before_its_first_checkpoint_restarts_from_the_checkpoint_it_was_restored_from(tmp_path):
+    emitted: Counter = Counter()
+    mat = _mat(tmp_path)
+    try:
+        first = _keyed(N, emitted).run(mat, name="before")
+        g = mat.running_graph("before")
+        _wait_until(lambda: sum(emitted.values()) >= 0.3 * N)
+        info = g.stop_with_checkpoint(timeout=10)
+        with pytest.raises(Exception):
+            first.result(10)  # the stopped run's sink never completes
+    finally:
+        mat.shutdown()
+    _assert_no_thread_left(mat, "before")
+    mat = _mat(tmp_path)
+    try:
+        before = sum(emitted.values())
+        verdict = _keyed(N, emitted).run(mat, name="after", restore_from=info)
+        g = mat.running_graph("after")
+        kill_island(g, 1)
+        _wait_until(lambda: g.attempt == 1)
+        assert g.checkpoints() == [] and g.checkpoint_status()["restored_from"] == info.id
+        v = verdict.result(30)
+        assert v.ok and v.received == N, str(v)
+        assert g.restarts == 1
+        assert sum(emitted.values()) - before < N  # attempt 1 started at the restored cut, not at the beginning
+    finally:
+        mat.shutdown()
+    _assert_no_thread_left(mat, "after")
