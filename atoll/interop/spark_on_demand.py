@@ -20,7 +20,11 @@ the driver (the only process with the Spark JVM) talk through a mailbox: an in-p
 materializer, a small Ray actor (``num_cpus=0``, threaded) for Ray islands. The island asks for partitions
 ``0 .. prefetch_partitions-1`` when it starts and for partition ``i + prefetch_partitions`` once it has emitted
 partition ``i``; a driver thread takes the requests and runs each partition's job on a pool of
-``prefetch_partitions`` threads (jobs of one source run concurrently, in the job group :attr:`job_group`). So at
+``prefetch_partitions`` threads (jobs of one source run concurrently, in the job group :attr:`job_group`). The
+jobs of the first ``prefetch_partitions`` partitions, which the island asks for whatever its demand, start when
+the graph is materialized instead, one after the other, while the island starts (the first element arrives
+sooner); each partition's job runs once. With Ray islands the mailboxes of all of a driver's sources live in one
+long-lived actor (:class:`MailboxHub`, started with the Spark session), so a graph run starts no actor of its own. So at
 most ``prefetch_partitions + 1`` partitions have been computed beyond what downstream has taken (the one being
 emitted and those asked ahead), and Ray holds at most two of them plus the channel buffers.
 
@@ -123,32 +127,118 @@ class Mailbox:
             self._cond.notify_all()
 
 
-_remote_mailbox = None
+class MailboxHub:
+    """The mailboxes of a driver's on-demand sources, one per source key, in one long-lived Ray actor (``num_cpus=0``,
+    threaded): a source's mailbox is opened when it is prepared and closed when its graph ends, so running a graph
+    starts no actor (a new one took 0.6-2 s to start, on the path to the first element, and ~0.5 s of CPU). A call
+    for a key not open (closed, or never opened) finds it closed."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._boxes: dict = {}
+
+    def _box(self, key: str) -> Optional[Mailbox]:
+        with self._lock:
+            return self._boxes.get(key)
+
+    def open(self, key: str) -> None:
+        with self._lock:
+            self._boxes.setdefault(key, Mailbox())
+
+    def close(self, key: str) -> None:
+        with self._lock:
+            box = self._boxes.pop(key, None)
+        if box is not None:
+            box.close()  # wakes the calls waiting on it
+
+    def want(self, key: str, i: int) -> None:
+        box = self._box(key)
+        if box is not None:
+            box.want(i)
+
+    def done(self, key: str, i: int) -> None:
+        box = self._box(key)
+        if box is not None:
+            box.done(i)
+
+    def answer(self, key: str, i: int, timeout: Optional[float] = None):
+        box = self._box(key)
+        return (None, "closed") if box is None else box.answer(i, timeout)
+
+    def requests(self, key: str, timeout: float) -> List[Tuple[str, int]]:
+        box = self._box(key)
+        return [] if box is None else box.requests(timeout)
+
+    def reply(self, key: str, i: int, executor: Optional[str], error: Optional[str]) -> None:
+        box = self._box(key)
+        if box is not None:
+            box.reply(i, executor, error)
+
+    def open_keys(self) -> int:
+        with self._lock:
+            return len(self._boxes)
 
 
-def _mailbox_actor_class():
-    global _remote_mailbox
-    if _remote_mailbox is None:
-        import ray
+#: threads of the hub actor: each open source holds at most two in a waiting call at a time (the island's
+#: ``answer``, bounded by ``ANSWER_WAIT_S``, and the driver's ``requests``, bounded by 0.5 s)
+HUB_CONCURRENCY = 64
+#: the longest an island's ``answer`` call waits in the hub before it asks again (no hub thread is held for long)
+ANSWER_WAIT_S = 2.0
 
-        _remote_mailbox = ray.remote(num_cpus=0, max_concurrency=8)(Mailbox)
-    return _remote_mailbox
+_hub_lock = threading.Lock()
+_hub: Optional[Tuple[Any, Any]] = None  # (the Ray cluster and job it was made in, the actor handle)
+
+
+def _hub_actor(renew: bool = False) -> Any:
+    """This driver's :class:`MailboxHub` actor, created on first use (and again in a new Ray session, or with
+    ``renew`` when the previous one died)."""
+    global _hub
+    import ray
+
+    ctx = ray.get_runtime_context()
+    session = (ctx.gcs_address, ctx.get_job_id())
+    with _hub_lock:
+        if _hub is None or _hub[0] != session or renew:
+            actor = ray.remote(num_cpus=0, max_concurrency=HUB_CONCURRENCY)(MailboxHub).options(name=None).remote()
+            _hub = (session, actor)
+        return _hub[1]
+
+
+def start_hub() -> None:
+    """Create the hub actor now if Ray is running (it then starts while other things do, e.g. the Spark session)."""
+    import ray
+
+    if ray.is_initialized():
+        _hub_actor()
 
 
 class _Box:
-    """The same calls on a local :class:`Mailbox` or a Ray actor handle of one."""
+    """The same calls on a local :class:`Mailbox` or a Ray actor handle of one (or, with ``key``, on that key's
+    mailbox in a :class:`MailboxHub` actor)."""
 
-    def __init__(self, target, remote: bool):
+    def __init__(self, target, remote: bool, key: Optional[str] = None):
         self.target = target
         self.remote = remote
+        self.key = key
 
     def call(self, name: str, *args, wait: bool = True):
         if not self.remote:
             return getattr(self.target, name)(*args)
         import ray
 
+        if self.key is not None:
+            args = (self.key,) + args
         ref = getattr(self.target, name).remote(*args)
         return ray.get(ref) if wait else None
+
+    def answer(self, i: int):
+        """Wait for partition ``i``'s answer (in bounded waits when the mailbox is remote)."""
+        if not self.remote:
+            return self.call("answer", i, None)
+        while True:
+            got = self.call("answer", i, ANSWER_WAIT_S)
+            if got is not None:
+                return got
 
 
 class PartitionClient:
@@ -190,7 +280,7 @@ class PartitionClient:
         refs: dict = {}
         for i in range(n):
             if i not in refs:
-                refs[i] = self._fetch(i, box.call("answer", i, None))
+                refs[i] = self._fetch(i, box.answer(i))
             if i + 1 < n and i + 1 not in refs:  # copy the next one into Ray while this one is consumed
                 ready = box.call("answer", i + 1, 0)
                 if ready is not None:
@@ -296,8 +386,7 @@ class OnDemandPartitions:
         self._closed = False
         self._lock = threading.Lock()
         if remote:
-            actor = _mailbox_actor_class().options(name=None).remote()
-            self._box = _Box(actor, True)
+            self._box = _Box(self._open_hub(), True, self.job_group)
         else:
             self._box = _Box(Mailbox(), False)
         self.client = PartitionClient(self._box, self.num_partitions, prefetch, self.rdd_id, self.schema,
@@ -305,8 +394,29 @@ class OnDemandPartitions:
                                       fetch_num_cpus, fetch_memory)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=prefetch,
                                                            thread_name_prefix="atoll-from-spark-job")
+        # the island asks for the first ``prefetch`` partitions as soon as it starts, whatever its demand: their
+        # jobs start now, while the island starts, one after the other (partition 0 first: run at once they share
+        # the executors' cores and the first element waits for both), and the island's requests for them are not
+        # served twice
+        first = list(range(min(prefetch, self.num_partitions)))
+        self._started = set(first)
+        if first:
+            self._pool.submit(self._compute_each, first)
         self._thread = threading.Thread(target=self._serve, daemon=True, name="atoll-from-spark-server")
         self._thread.start()
+
+    def _open_hub(self) -> Any:
+        """The hub actor, with this source's mailbox open in it (opened before any other call: the hub's threads
+        may run one caller's calls out of order)."""
+        import ray
+
+        try:
+            hub = _hub_actor()
+            ray.get(hub.open.remote(self.job_group))
+        except ray.exceptions.RayActorError:  # the hub died (killed): a new one
+            hub = _hub_actor(renew=True)
+            ray.get(hub.open.remote(self.job_group))
+        return hub
 
     # ------------------------------------------------------------------------------------------------ driver loop
     def _serve(self) -> None:
@@ -322,12 +432,19 @@ class OnDemandPartitions:
                 if self._closed:
                     return
                 if kind == "want":
+                    if i in self._started:
+                        continue
+                    self._started.add(i)
                     try:
                         self._pool.submit(self._compute, i)
                     except RuntimeError:  # the pool was shut down: closing
                         return
                 else:
                     self._remove_block(i)
+
+    def _compute_each(self, partitions: List[int]) -> None:
+        for i in partitions:
+            self._compute(i)
 
     def _compute(self, i: int) -> None:
         if self._closed:
@@ -383,13 +500,6 @@ class OnDemandPartitions:
                 self._rdd.unpersist(False)
             except Exception as e:  # noqa: BLE001
                 log.debug("from_spark: unpersist failed: %r", e)
-        if self._box.remote:
-            import ray
-
-            try:
-                ray.kill(self._box.target)
-            except Exception:  # noqa: BLE001
-                pass
 
     def __enter__(self) -> "OnDemandPartitions":
         return self

@@ -195,8 +195,12 @@ def session(app_name: str = "atoll", num_executors: int = 1, executor_cores: int
             ray.init(**_log_config.ray_init_kwargs({}))
             _log_config.quiet_forwarded_ray_core_info()
         with _log_config.jvm_stderr_without_ray_core_info():  # the Spark driver JVM starts in here
-            return raydp.init_spark(app_name, num_executors, executor_cores, executor_memory,
-                                    configs=_merged_configs(configs))
+            spark = raydp.init_spark(app_name, num_executors, executor_cores, executor_memory,
+                                     configs=_merged_configs(configs))
+        from .spark_on_demand import start_hub
+
+        start_hub()  # the actor through which from_spark's islands reach this driver: it starts before a graph needs it
+        return spark
 
 
 #: Called (in order of registration) after the session stops, even if stopping failed; see :func:`on_stop`.

@@ -2,8 +2,9 @@
 
 Two modes, chosen when the blueprint is built:
 
-* **on demand** (the default): nothing is computed when the graph starts. Spark runs a job for a partition only
-  when demand reaches it, ``prefetch_partitions`` partitions ahead of the one being emitted; the executor's Arrow
+* **on demand** (the default): Spark runs a job for a partition only when demand reaches it,
+  ``prefetch_partitions`` partitions ahead of the one being emitted (the first ``prefetch_partitions`` start when
+  the graph is materialized); the executor's Arrow
   data is copied into Ray by a Ray task and the executor's copy is dropped once Ray has it
   (:mod:`atoll.interop.spark_on_demand`). Nothing is cached or collected whole, nothing passes through the Spark
   driver's heap; with one element requested from a DataFrame of 64 partitions, Spark has run 3 tasks.
