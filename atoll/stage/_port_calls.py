@@ -113,3 +113,47 @@ def make_grab(logic, ins, ports, base):
 
     grab.port_fast_path = True
     return grab
+
+
+# ---------------------------------------------------------------------- fused handlers
+# A built-in logic whose per-element handler is a port call or two around one computation (a range
+# source's ``on_pull``, a fold's ``on_push``) may run a closure that inlines those calls' plain case: it
+# saves two or three Python calls per element where the logic runs element by element (its neighbours
+# have no chunk form). The closure is installed as the instance's ``on_push``/``on_pull`` (so a handler
+# set again later, by a checkpoint pause for instance, finds it too) and as the connection's.
+
+def fusable(logic, cls, name: str, *calls) -> bool:
+    """Whether ``logic`` may run a fused form of ``cls``'s handler ``name``: its class does not override
+    it, and every port call in ``calls`` is a fast-path closure (not a stamped event-time form)."""
+    if getattr(type(logic), name, None) is not getattr(cls, name):
+        return False
+    for call in calls:
+        if not getattr(call, "port_fast_path", False):
+            return False
+    return True
+
+
+def install_on_push(logic, conn, fused) -> None:
+    """Make ``fused`` ``logic``'s ``on_push`` (None: the class method again) and ``conn``'s, if the logic
+    handles ``conn``'s inlet itself."""
+    try:
+        del logic.on_push  # an earlier attachment's closure
+    except AttributeError:
+        pass
+    if fused is not None:
+        logic.on_push = fused
+    if conn is not None and conn.in_handler is logic:
+        conn.on_push = logic.on_push
+
+
+def install_on_pull(logic, conn, fused) -> None:
+    """Make ``fused`` ``logic``'s ``on_pull`` (None: the class method again) and ``conn``'s, if the logic
+    handles ``conn``'s outlet itself."""
+    try:
+        del logic.on_pull
+    except AttributeError:
+        pass
+    if fused is not None:
+        logic.on_pull = fused
+    if conn is not None and conn.out_handler is logic:
+        conn.on_pull = logic.on_pull

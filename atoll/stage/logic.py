@@ -814,6 +814,11 @@ class GraphStageLogic:
             self.pull = make_pull(self, interpreter, ins, self._in_ports, _base_pull)
         if _rebindable(self.grab, _base_grab):
             self.grab = make_grab(self, ins, self._in_ports, _base_grab)
+        self._bind_fused_handlers(interpreter)
+
+    def _bind_fused_handlers(self, interpreter) -> None:
+        """Hook for built-in logics whose per-element handler inlines its port calls' plain case
+        (``atoll.stage._port_calls.fusable``); called after the port calls are bound. Default: none."""
 
     def _after_post_stop(self) -> None:
         """Internal cleanup after ``post_stop`` (timers, async callbacks): outstanding

@@ -14,6 +14,8 @@ from ...markers import Done, NotUsed
 from ...stage.handlers import InHandler
 from ...stage.chunk_budget import ChunkBudget, now
 from ...stage.logic import GraphStageLogic
+from ...stage._connection import EMPTY, IN_READY, PULLING
+from ...stage._port_calls import fusable, install_on_push
 from ...stage.supervision import Supervision, decide
 from .base import SinkStage, complete_promise, decider_of, fail_promise, new_promise, require_callable, snapshot_copy
 
@@ -281,6 +283,13 @@ class _FoldLogic(_ChunkSinkLogic):
     def reset_state(self) -> None:
         self.acc = self.zero
 
+    def _bind_fused_handlers(self, interpreter) -> None:
+        conn = self._in_conns[0]
+        fused = None
+        if conn is not None and conn.in_handler is self and fusable(self, _FoldLogic, "on_push", self.grab, self.pull):
+            fused = _fused_fold_on_push(self, interpreter, conn, self.in_, self.fn, self.grab, self.pull)
+        install_on_push(self, conn, fused)
+
     def save_to_snapshot(self):
         return snapshot_copy(self.acc)
 
@@ -289,6 +298,35 @@ class _FoldLogic(_ChunkSinkLogic):
 
     def result(self):
         return self.acc
+
+
+def _fused_fold_on_push(logic, interpreter, conn, in_, fn, grab, pull):
+    """``_FoldLogic.on_push`` with the plain case of its ``grab`` and ``pull`` inlined (the same checks as
+    the port-call closures; every other case goes through them, so errors stay theirs)."""
+    queue, enqueue = interpreter.queue, interpreter.enqueue
+    empty, in_ready, pulling = EMPTY, IN_READY, PULLING
+
+    def on_push():
+        try:
+            elem = conn.slot
+            if elem is not empty and conn.state == in_ready:
+                conn.slot = empty
+            else:
+                elem = grab(in_)
+            logic.acc = fn(logic.acc, elem)
+        except Exception as e:  # noqa: BLE001
+            if not logic._supervise(e):
+                return
+        if conn.state == in_ready:
+            conn.state = pulling
+            if interpreter.chased is None and not queue:
+                interpreter.chased = conn
+            else:
+                enqueue(conn)
+        else:
+            pull(in_)
+
+    return on_push
 
 
 class ReduceSink(SinkStage):

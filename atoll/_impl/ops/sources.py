@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterable, Optional
 from ...errors import PortStateError
 from ...markers import NotUsed
 from ...stage.handlers import OutHandler
+from ...stage._connection import OUT_READY, PUSHING
+from ...stage._port_calls import fusable, install_on_pull
 from ...stage.logic import GraphStageLogic
 from ...stage.timers import TimerGraphStageLogic
 from ...stage.supervision import Supervision, decide
@@ -156,6 +158,54 @@ class _SequenceLogic(_SourceLogic):
         self.i = state
 
 
+class _RangeLogic(_SequenceLogic):
+    """``Source.range``'s logic: a range never changes, so its length is read once (the per-element
+    form runs once per element wherever a neighbour has no chunk form)."""
+
+    def __init__(self, stage, seq: range):
+        super().__init__(stage, seq)
+        self.n = len(seq)
+
+    def on_pull(self):
+        i = self.i
+        self.i = j = i + 1
+        self.push(self.out, self.seq[i])
+        if j >= self.n:
+            self.complete(self.out)
+
+    def _bind_fused_handlers(self, interpreter) -> None:
+        conn = self._out_conns[0]
+        fused = None
+        if conn is not None and conn.out_handler is self and fusable(self, _RangeLogic, "on_pull", self.push):
+            fused = _fused_range_on_pull(self, interpreter, conn, self.out, self.seq, self.n, self.push)
+        install_on_pull(self, conn, fused)
+
+
+def _fused_range_on_pull(logic, interpreter, conn, out, seq, n, push):
+    """``_RangeLogic.on_pull`` with the plain case of its ``push`` inlined (the same check as the port-call
+    closure; every other case goes through it, so errors stay its own). Ints are never None."""
+    queue, enqueue = interpreter.queue, interpreter.enqueue
+    out_ready, pushing = OUT_READY, PUSHING
+
+    def on_pull():
+        i = logic.i
+        logic.i = j = i + 1
+        elem = seq[i]
+        if conn.state == out_ready:
+            conn.state = pushing
+            conn.slot = elem
+            if interpreter.chased is None and not queue:
+                interpreter.chased = conn
+            else:
+                enqueue(conn)
+        else:
+            push(out, elem)
+        if j >= n:
+            logic.complete(out)
+
+    return on_pull
+
+
 class _IteratorLogic(_SourceLogic):
     # an iterator cannot be rewound: no checkpoint state (refused with this hint)
     checkpoint_hint = ("an iterator cannot be replayed after a restore; pass a list or tuple to "
@@ -274,7 +324,7 @@ class RangeSource(SourceStage):
         self.range = range(start, stop, step)
 
     def create_logic(self, attributes):
-        return _SequenceLogic(self, self.range)
+        return _RangeLogic(self, self.range)
 
 
 class RepeatSource(SourceStage):
