@@ -5,8 +5,8 @@ driver, e.g. the chunks a stream sink collected) into a Spark DataFrame of a giv
 ref. It does not use RayDP's ``ray_dataset_to_spark_dataframe`` for Arrow tables (``ray.data...to_spark``),
 because that path goes Arrow -> pandas -> Arrow in Spark's Python workers and loses data on the way: maps fail
 (pandas gives lists of pairs where PySpark wants dicts) and a nullable ``bigint`` passes through ``float64``.
-Instead each table is checked against the schema and encoded as an Arrow IPC stream by a Ray task (on the node
-that holds it), and RayDP's JVM reader (``RayDatasetRDD`` + ``ObjectStoreReader.RayDatasetToDataFrame``, the path
+Instead each table is checked against the schema and encoded as an Arrow IPC stream by Ray tasks (a few, each
+taking a contiguous group of the tables, see :data:`TABLES_PER_TASK`), and RayDP's JVM reader (``RayDatasetRDD`` + ``ObjectStoreReader.RayDatasetToDataFrame``, the path
 RayDP uses for IPC blocks) lets Spark's executors read those bytes straight from the object store into Spark rows:
 no pandas, no Python workers, every Spark type.
 
