@@ -229,8 +229,9 @@ class IslandActor:
     def _island_done(self, host) -> None:
         self.ended = True
         err = host.error
-        # The driver kills the actor once it hears of the end: the subscription, last frame and terminal
-        # calls this island sent must have reached their islands first, or a subscriber never completes.
+        # The driver kills the actor once it hears of the end: the subscription and terminal calls this island
+        # sent must have reached their islands first, or a subscriber never completes (the frames before the
+        # terminal call run before it: one caller, the ordered one-thread ``data`` group).
         sent = [r for b in self.outputs.values() if isinstance(b.subscriber, RemoteSubscriberRef)
                 for r in b.subscriber.in_flight()]
         if sent:
@@ -290,7 +291,11 @@ class IslandActor:
         return self.exports.call(hid, method, args, kwargs)
 
     # ------------------------------------------------------------------ channel signals (subscriber side)
-    @ray.method(concurrency_group="data", enable_task_events=False)
+    # The per-frame and demand calls return nothing (``num_returns=0``): no return object is stored in the actor
+    # or tracked by the caller, ~18% less CPU per element on the two sides of a channel (frame 4096). Nothing
+    # waits for them: frames are confirmed by the subscriber's requests and acks, and the terminal call that
+    # follows the frames in the ordered ``data`` group is what an ending island waits for.
+    @ray.method(concurrency_group="data", enable_task_events=False, num_returns=0)
     def on_frame(self, payload: bytes) -> None:
         """A frame (``codec.encode_message``: channel id, sequence number, elements) without object refs."""
         ch, seq, frame = decode_message(payload, None)
@@ -298,7 +303,7 @@ class IslandActor:
         if b is not None:
             b.subscriber_ref.on_next(seq, frame)
 
-    @ray.method(concurrency_group="data", enable_task_events=False)
+    @ray.method(concurrency_group="data", enable_task_events=False, num_returns=0)
     def on_frame_with_refs(self, payload: bytes, refs: list) -> None:
         """A frame whose large elements travel as the object refs ``refs`` (borrowed while decoding)."""
         ch, seq, frame = decode_message(payload, refs)
@@ -331,13 +336,13 @@ class IslandActor:
         if b is not None:
             b.publisher_ref.subscribe(RemoteSubscriberRef(subscriber_actor, ch))
 
-    @ray.method(concurrency_group="signals", enable_task_events=False)
+    @ray.method(concurrency_group="signals", enable_task_events=False, num_returns=0)
     def request(self, ch: int, n: int, seq: int, acked=None) -> None:
         b = self.outputs.get(ch)
         if b is not None:
             b.publisher_ref.request(n, seq, acked)
 
-    @ray.method(concurrency_group="signals", enable_task_events=False)
+    @ray.method(concurrency_group="signals", enable_task_events=False, num_returns=0)
     def ack(self, ch: int, frames: int) -> None:
         b = self.outputs.get(ch)
         if b is not None:

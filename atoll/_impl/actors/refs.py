@@ -5,7 +5,8 @@ signal into a call on the peer island's actor, tagged with the channel id. Data 
 terminal signals) go to the actor's ordered ``data`` concurrency group; demand and cancellation go
 to its ``signals`` group, so they are served even while frames are queued. The subscriber confirms the
 frames it received (in its requests, or with ``ack`` every few frames), which lets the output
-boundary keep a bounded window of frames in flight without a reply per call.
+boundary keep a bounded window of frames in flight without a reply per call: frame, request and ack
+calls return nothing (``num_returns=0`` on the actor's methods), so no return object is made for them.
 """
 from __future__ import annotations
 
@@ -45,8 +46,10 @@ class RemotePublisherRef:
 
 class RemoteSubscriberRef:
     """The subscriber end of channel ``ch`` as seen from the publishing island. It keeps the object refs of its
-    last frame and of its subscription and terminal calls, so that the island can wait for them to be
-    delivered before it ends (an actor killed with calls still queued in it would lose them)."""
+    subscription and terminal calls, so that the island can wait for them to be delivered before it ends (an
+    actor killed with calls still queued in it would lose them). Frame calls have no object ref: they run
+    before the terminal call that follows them (same caller, the receiver's ordered one-thread ``data`` group),
+    and a subscriber that cancelled needs none of them."""
 
     __slots__ = ("actor", "ch", "sent")
 
@@ -56,7 +59,7 @@ class RemoteSubscriberRef:
     def __init__(self, actor, ch: int):
         self.actor = actor
         self.ch = ch
-        self.sent = [None, None, None]  # on_subscribe, the last frame, the terminal call
+        self.sent = [None, None]  # on_subscribe, the terminal call
 
     def on_subscribe(self, _local_publisher) -> None:
         self.sent[0] = self.actor.on_subscribe.remote(self.ch)
@@ -64,15 +67,15 @@ class RemoteSubscriberRef:
     def on_next(self, seq: int, frame: list) -> None:
         payload, refs = encode_message(self.ch, seq, frame)
         if refs:
-            self.sent[1] = self.actor.on_frame_with_refs.remote(payload, refs)
+            self.actor.on_frame_with_refs.remote(payload, refs)
         else:
-            self.sent[1] = self.actor.on_frame.remote(payload)  # one argument: the cheapest call
+            self.actor.on_frame.remote(payload)  # one argument: the cheapest call
 
     def on_complete(self) -> None:
-        self.sent[2] = self.actor.on_complete.remote(self.ch)
+        self.sent[1] = self.actor.on_complete.remote(self.ch)
 
     def on_error(self, exc: BaseException) -> None:
-        self.sent[2] = self.actor.on_error.remote(self.ch, portable_exception(exc))
+        self.sent[1] = self.actor.on_error.remote(self.ch, portable_exception(exc))
 
     def in_flight(self) -> list:
         """The refs of the calls whose delivery the island waits for when it ends."""
