@@ -7,7 +7,10 @@ fold around them have chunk forms, and the kernel puts adapters at the borders. 
 - ``generator``     — the same three functions as a plain generator chain + ``functools.reduce``;
 - ``atoll-custom``  — ``Source.range -> Custom(inc) -> Custom(dbl) -> Custom(neg) -> Sink.fold``,
                       ``Materializer.local()``;
-- ``atoll-builtin`` — the same chain with the built-in ``map`` (chunk form), for reference.
+- ``atoll-builtin`` — the same chain with the built-in ``map`` (chunk form), for reference;
+- ``atoll-mixed``   — ``Source.range -> map(inc) -> Custom(dbl) -> map(neg) -> Sink.fold``: built-in stages
+                      with chunk forms between a user stage and the source/sink (regions where no chunk
+                      could hold more than one element run element by element).
 """
 from __future__ import annotations
 
@@ -70,12 +73,15 @@ def run_generator(n: int) -> int:
     return functools.reduce(add, s3, 0)
 
 
-def make_atoll(materializer, custom: bool):
+def make_atoll(materializer, custom):
+    """``custom``: True (three custom stages), False (three built-in maps) or ``"mixed"`` (map, custom, map)."""
     from atoll import Flow, Sink, Source
 
     def run_atoll(n: int) -> int:
         src = Source.range(0, n)
-        if custom:
+        if custom == "mixed":
+            src = src.map(inc).via(Flow.from_graph(custom_stage(dbl))).map(neg)
+        elif custom:
             src = src.via(Flow.from_graph(custom_stage(inc))).via(Flow.from_graph(custom_stage(dbl))).via(
                 Flow.from_graph(custom_stage(neg)))
         else:
@@ -97,6 +103,7 @@ def run(opts: Options) -> Result:
         ("generator", "plain generator chain + functools.reduce", run_generator),
         ("atoll-custom", "3 custom GraphStages, Materializer.local()", make_atoll(mat, True)),
         ("atoll-builtin", "the same with built-in map (chunk form)", make_atoll(mat, False)),
+        ("atoll-mixed", "map -> 1 custom GraphStage -> map", make_atoll(mat, "mixed")),
     ]
     rates: Dict[str, Optional[float]] = {}
     try:

@@ -91,6 +91,13 @@ class GraphStageLogic:
         "__dict__",
     )
 
+    #: Chunk regions (``atoll._impl.islands.chunking``): this logic asks upstream for more elements than
+    #: downstream asked for (a buffer, a grouping, an aggregation, an eager fan-in, a worker pool), so
+    #: the chunks it pulls and pushes can hold more than one element beside element-wise neighbours.
+    pulls_ahead = False
+    #: Chunk regions: this logic can emit several elements for one it receives (``map_concat``).
+    expands = False
+
     def __init__(self, shape: Optional[Shape] = None, in_count: int = 0, out_count: int = 0):
         if shape is not None:
             ins, outs = shape.inlets, shape.outlets

@@ -5,7 +5,12 @@ neighbours in the island has one too; a connection between two such logics carri
 says how many elements it accepts (``pull_chunk``), the push brings a non-empty list of at most that
 many (``push_chunk``). Where a chunk logic meets an element logic, an adapter stage converts, asking
 for exactly one element per element pull, so demand, order and completion stay the per-element ones.
-A logic whose neighbours all lack a chunk form stays element-wise (adapters would only cost).
+A logic whose neighbours all lack a chunk form stays element-wise (adapters would only cost), and so
+does a whole region of chunk logics in which no chunk can hold more than one element: one without a
+stage that asks for several elements at once (a sink, an output boundary, a stage that pulls ahead of
+demand: ``GraphStageLogic.pulls_ahead``) downstream of one that can hand several on (a source, an input
+boundary, a stage that pulls ahead or expands: ``GraphStageLogic.expands``) - between element stages
+the adapters would move chunks of one.
 
 This is what makes a whole island - junctions included - run as a few Python calls per chunk: the
 interpreter is the same, only the unit an event moves is a list.
@@ -38,11 +43,9 @@ def negotiate_chunks(builder, chunk_size: int = DEFAULT_CHUNK_SIZE, event_time: 
             ok = False
         capable[id(logic)] = ok
     chunked = set()
-    for c in conns:
-        a, b = c.out_owner, c.in_owner
-        if a is not None and b is not None and capable.get(id(a)) and capable.get(id(b)):
-            chunked.add(id(a))
-            chunked.add(id(b))
+    for region in _regions(conns, capable):
+        if _fills_chunks(region):
+            chunked.update(region)
     if not chunked:
         return 0
     switched = [logic for logic in builder.logics if id(logic) in chunked]
@@ -57,6 +60,74 @@ def negotiate_chunks(builder, chunk_size: int = DEFAULT_CHUNK_SIZE, event_time: 
         elif down:
             _insert_adapter(builder, c, ElementsToChunks(), chunk_side_up=False)
     return len(switched)
+
+
+def _regions(conns: List[Connection], capable: dict) -> List[dict]:
+    """The connected groups of chunk-capable logics joined by connections with a capable logic at both
+    ends; each as ``{id(logic): (logic, [downstream logics in the group])}``."""
+    links = {}
+    logics = {}
+    for c in conns:
+        a, b = c.out_owner, c.in_owner
+        if a is not None and b is not None and capable.get(id(a)) and capable.get(id(b)):
+            logics[id(a)], logics[id(b)] = a, b
+            links.setdefault(id(a), []).append(b)
+            links.setdefault(id(b), [])
+    neighbours = {k: set() for k in links}
+    for k, downs in links.items():
+        for b in downs:
+            neighbours[k].add(id(b))
+            neighbours[id(b)].add(k)
+    regions, seen = [], set()
+    for start in links:
+        if start in seen:
+            continue
+        seen.add(start)
+        todo, members = [start], []
+        while todo:
+            k = todo.pop()
+            members.append(k)
+            for n in neighbours[k]:
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        regions.append({k: (logics[k], links[k]) for k in members})
+    return regions
+
+
+def _supplies(logic) -> bool:
+    """Can hand on more than one element at a time by itself: a stage without inlets (a source, an
+    island's input boundary), one that pulls ahead of demand (it holds what it pulled) or one that
+    emits several elements for one it receives."""
+    return not logic._in_ports or getattr(logic, "pulls_ahead", False) or getattr(logic, "expands", False)
+
+
+def _demands(logic) -> bool:
+    """Asks for more than one element at a time by itself: a stage without outlets (a sink, an island's
+    output boundary) or one that pulls ahead of demand."""
+    return not logic._out_ports or getattr(logic, "pulls_ahead", False)
+
+
+def _fills_chunks(region: dict) -> bool:
+    """Whether a chunk region can move chunks longer than one: a stage that asks for several elements at
+    once is downstream (inside the region) of another one that can hand several on. Elsewhere each
+    chunk would hold one element - the adapters at the region's borders ask for and pass on one at a
+    time - and the region runs element by element instead (the chunk machinery would only cost)."""
+    for key, (logic, _) in region.items():
+        if not _supplies(logic):
+            continue
+        seen = {key}
+        todo = list(region[key][1])
+        while todo:
+            down = todo.pop()
+            k = id(down)
+            if k in seen:
+                continue
+            seen.add(k)
+            if _demands(down):
+                return True
+            todo.extend(region[k][1])
+    return False
 
 
 def _insert_adapter(builder, conn: Connection, adapter: "_Adapter", chunk_side_up: bool) -> None:

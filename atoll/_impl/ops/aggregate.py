@@ -140,6 +140,8 @@ class Fold(FlowStage):
 
 
 class _FoldFlowLogic(FoldedMax, ChunkFlow, FlowLogic):
+    pulls_ahead = True  # chunk regions: asks for whole chunks, emits once at the end
+
     # event time: the result carries the max timestamp folded in (FoldedMax; element form only)
     def __init__(self, stage: Fold, decider):
         super().__init__(stage)
@@ -274,6 +276,7 @@ class _WindowLogic(SuffixStamps, ChunkFlow, FlowLogic):
     form the elements of a chunk not yet turned into windows wait in ``inq`` (a window is pushed
     alone when a held signal must follow it). Event time (element form only): an output list carries the
     max timestamp of its elements (``SuffixStamps``: every output is a suffix of what was received)."""
+    pulls_ahead = True  # chunk regions: asks for a window's elements per output
 
     def __init__(self, stage):
         super().__init__(stage)

@@ -94,6 +94,7 @@ class _BufferLogic(ChunkFlow, FlowLogic):
     a signal at the head goes out at once, so the head is always an element. Chunk form: a pull
     asks for the free room (one element when the queue is full and the strategy drops, so a chunk
     never overflows a queue that one element at a time would not); a chunk push takes the head elements up to the demand, stopping at a signal."""
+    pulls_ahead = True  # chunk regions: asks for the free room, not for what downstream wants
 
     def __init__(self, stage: Buffer, name: str):
         super().__init__(stage)

@@ -82,6 +82,7 @@ class _MergeLogic(GraphStageLogic, OutHandler):
     in ``bufs`` and the inputs holding elements are served in the order their chunks arrived (FIFO
     among inputs per chunk). Held elements keep the signals that arrive after them: a signal goes out
     once every element held when it arrived is out (``marks``)."""
+    pulls_ahead = True  # chunk regions: every input is asked, one element read ahead each
 
     def __init__(self, stage: Merge):
         super().__init__(stage.shape)
@@ -302,6 +303,7 @@ class _BufferedChunkFanIn:
       only wait: a watermark may come later than its place, never earlier (a sorted merge or an
       interleave may have to emit an element that came after it before one that came before it).
     """
+    pulls_ahead = True  # chunk regions: every input is asked, one element read ahead each
 
     def _chunk_init(self, ins) -> None:
         n = len(ins)

@@ -304,6 +304,8 @@ class _Call:
 
 
 class _MapPoolLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    pulls_ahead = True  # chunk regions: asks for as many elements as the pool may hold
+
     def __init__(self, stage: MapPool, decider, control: PoolControl):
         super().__init__(stage.shape)
         self.stage = stage

@@ -168,6 +168,8 @@ class Drop(FlowStage):
 
 
 class _DropLogic(ChunkFlow, FlowLogic):
+    pulls_ahead = True  # chunk regions: asks for the elements it drops on top of the demand
+
     def __init__(self, stage: Drop):
         super().__init__(stage)
         self.n = stage.n

@@ -413,6 +413,7 @@ class _MapConcatLogic(ChunkFlow, _ExpandingLogic):
     is supervised at its element: Stop pushes the outputs before it, then fails; a failure fetching
     the look-ahead after the last output a pull accepts is handled on the next pull, as in the
     element form."""
+    expands = True  # chunk regions: one element in, several out
 
     def __init__(self, stage, decider):
         super().__init__(stage, decider)

@@ -67,6 +67,8 @@ class WindowStage(GraphStage):
 
 
 class _WindowLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandler):
+    pulls_ahead = True  # chunk regions: asks for whole chunks while windows are open
+
     def __init__(self, stage: WindowStage, engine, decider):
         super().__init__(stage.shape)
         self.in_, self.out, self.late = stage.in_, stage.out, stage.late
