@@ -112,6 +112,7 @@ class _FoldAsyncLogic(_AsyncAccumulationLogic):
     ``acc_ts`` is the max timestamp of the elements whose call succeeded, so an element skipped by supervision
     does not count; the timestamp of the element in flight waits in ``call_ts`` until its result is in. Only
     event-time graphs keep them (``enable_event_time``); the checkpoint then saves ``Timed(acc, acc_ts)``."""
+    pulls_ahead = True  # asks for every element, emits once at the end
 
     def __init__(self, stage: FoldAsync, decider):
         super().__init__(stage, decider)

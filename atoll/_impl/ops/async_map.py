@@ -150,6 +150,7 @@ def _check_parallelism(op: str, parallelism: int) -> None:
 
 class _AsyncFlowLogic(FlowLogic):
     """What the family shares: the resolver, the decider asked once per failure, cleanup at stop."""
+    pulls_ahead = True  # asks for as many elements as may run at once
 
     op = "map_async"
 

@@ -68,6 +68,8 @@ class Batch(FlowStage):
 
 
 class _BatchLogic(GraphStageLogic, InHandler, OutHandler):
+    pulls_ahead = True  # aggregates while downstream backpressures
+
     def __init__(self, stage: Batch, decider):
         super().__init__(stage.shape)
         self.in_ = stage.in_

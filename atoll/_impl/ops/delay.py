@@ -100,6 +100,8 @@ class Delay(FlowStage):
 
 
 class _DelayLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    pulls_ahead = True  # holds the elements being delayed
+
     # checkpoints: delays are processing time; the elements being delayed go out as their timers fire, so
     # the cut waits for them (at most the longest delay) instead of saving them
     stateless = True

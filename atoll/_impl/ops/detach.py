@@ -19,6 +19,8 @@ class Detach(FlowStage):
 
 
 class _DetachLogic(FlowLogic):
+    pulls_ahead = True  # holds one element read ahead
+
     stateless = True  # the element it holds stays in its input connection (saved as in flight)
 
     def pre_start(self) -> None:

@@ -57,6 +57,7 @@ class Expand(FlowStage):
 class _ExpandLogic(GraphStageLogic, InHandler, OutHandler):
     """The iterator is kept with a one-element lookahead (``nxt``; ``_END`` when exhausted), so
     ``hasNext`` is ``nxt is not _END``; ``advance`` can raise (the iterator failed)."""
+    pulls_ahead = expands = True  # pulls eagerly, extrapolates several outputs from one input
 
     def __init__(self, stage: Expand, decider):
         super().__init__(stage.shape)

@@ -1046,6 +1046,7 @@ class _MergeLatestLogic(LatestPerInput, GraphStageLogic, OutHandler):
     with a continuation, written out so that a checkpoint can save it); a signal heard meanwhile waits in
     the queue behind them. Event time: a list carries the max timestamp of the latest elements it lists, taken
     when the list is made (``LatestPerInput``)."""
+    pulls_ahead = True  # every input is pulled at start, whatever downstream asked for
 
     def __init__(self, stage: MergeLatest):
         super().__init__(stage.shape)
@@ -1435,6 +1436,7 @@ class _ZipLatestWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
     of ``k`` elements of one input would either make ``k`` combinations (more than the element form
     makes when other inputs deliver meanwhile) or collapse to one (dropping samples the element form
     emits), so no chunk form is exact. The adapters around it keep per-element demand."""
+    pulls_ahead = True  # every input is pulled at start, whatever downstream asked for
 
     def __init__(self, stage: ZipLatestWith):
         super().__init__(stage.shape)

@@ -52,6 +52,8 @@ class GroupedWeightedWithin(FlowStage):
 
 
 class _GroupedWithinLogic(TimerGraphStageLogic, InHandler, OutHandler):
+    pulls_ahead = True  # fills a group whatever downstream asked for
+
     # checkpoints: the group goes out when its processing-time timer fires (at most d later), so the cut
     # waits for an empty group instead of saving it
     stateless = True

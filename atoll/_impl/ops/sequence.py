@@ -36,6 +36,8 @@ class Intersperse(FlowStage):
 
 
 class _IntersperseLogic(FlowLogic):
+    expands = True  # a separator between elements, the start and end markers
+
     def __init__(self, stage: Intersperse):
         super().__init__(stage)
         self.start, self.inject, self.end = stage.start, stage.inject, stage.end
