@@ -237,3 +237,17 @@ def wait_actors_gone(prefix: str = "ray::IslandActor", timeout: float = 30.0) ->
     while actor_pids(prefix) and time.perf_counter() - t0 < timeout:
         time.sleep(0.01)
     return time.perf_counter() - t0
+
+
+def wait_islands_settled(mat, timeout: float = 30.0) -> float:
+    """Wait until no island actor process of this driver is left but the idle ones the materializer keeps warm
+    for the next graph (``Materializer.ray(reuse_actors=True)``, the default), so that a run does not share the
+    CPUs with the previous run's teardown; returns the seconds waited. (Waiting for *every* island actor to be
+    gone, as ``wait_actors_gone`` does, always ran into its timeout: the warm ones stay.)"""
+    t0 = time.perf_counter()
+    pool = getattr(mat, "warm_pool", None)
+    while time.perf_counter() - t0 < timeout:
+        if len(actor_pids("ray::IslandActor")) <= (pool.idle_count() if pool is not None else 0):
+            break
+        time.sleep(0.01)
+    return time.perf_counter() - t0

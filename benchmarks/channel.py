@@ -30,8 +30,8 @@ import statistics
 import time
 from typing import Dict, List, Optional
 
-from ._common import (Options, Result, Table, actor_pids, fmt_rate, fmt_ratio, fmt_secs, out, progress, run_graph,
-                      start_ray)
+from ._common import (Options, Result, Table, fmt_rate, fmt_ratio, fmt_secs, out, progress, run_graph, start_ray,
+                      wait_islands_settled)
 
 N = 1_000_000
 N_QUICK = 100_000
@@ -39,20 +39,6 @@ FRAMES = (4096, 1024)  # the materializer's default frame size first
 WINDOW = 16
 TARGET_RATIO = 1.0
 TARGET_RATE = 1_500_000
-
-
-def wait_islands_settled(mat, timeout: float = 30.0) -> float:
-    """Wait until no island actor process of this driver is left but the idle ones the materializer keeps warm
-    for the next graph (``Materializer.ray(reuse_actors=True)``, the default), so that a run does not share the
-    CPUs with the previous run's teardown; returns the seconds waited. (Waiting for *every* island actor to be
-    gone, as ``wait_actors_gone`` does, always ran into its timeout: the warm ones stay.)"""
-    t0 = time.perf_counter()
-    pool = getattr(mat, "warm_pool", None)
-    while time.perf_counter() - t0 < timeout:
-        if len(actor_pids("ray::IslandActor")) <= (pool.idle_count() if pool is not None else 0):
-            break
-        time.sleep(0.01)
-    return time.perf_counter() - t0
 
 
 def _atoll_once(mat, n: int, sink: str) -> Dict[str, float]:

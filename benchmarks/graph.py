@@ -101,7 +101,7 @@ def make_graph_case(materializer, branch_islands: bool, streams: Optional[list] 
         if streams is None:
             return build_graph(n, branch_islands).run(materializer).result(timeout=600)
         from ._common import run_graph as run_with_handle
-        from .channel import wait_islands_settled
+        from ._common import wait_islands_settled
 
         value, handle, _ = run_with_handle(build_graph(n, branch_islands), materializer)
         t1 = time.perf_counter()
