@@ -201,6 +201,9 @@ def _hub_actor(renew: bool = False) -> Any:
         if _hub is None or _hub[0] != session or renew:
             actor = ray.remote(num_cpus=0, max_concurrency=HUB_CONCURRENCY)(MailboxHub).options(name=None).remote()
             _hub = (session, actor)
+            from .spark_session import on_stop
+
+            on_stop(stop_hub)
         return _hub[1]
 
 
@@ -210,6 +213,23 @@ def start_hub() -> None:
 
     if ray.is_initialized():
         _hub_actor()
+
+
+def stop_hub() -> None:
+    """Kill this driver's hub actor if it has one (called when the Spark session stops: the hub serves the
+    session's sources, so it ends with it; the next ``from_spark`` run creates a new one)."""
+    global _hub
+    with _hub_lock:
+        hub, _hub = _hub, None
+    if hub is None:
+        return
+    import ray
+
+    if ray.is_initialized():
+        try:
+            ray.kill(hub[1], no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone with an earlier Ray session
+            pass
 
 
 class _Box:

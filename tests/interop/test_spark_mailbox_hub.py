@@ -56,3 +56,23 @@ def test_graph_runs_share_the_hub_and_leave_no_mailbox_open(spark):
         assert wait_until(lambda: ray.get(hub.open_keys.remote()) == 0, 30)
     finally:
         m.shutdown()
+
+
+def test_the_hub_ends_with_the_spark_session_and_the_next_use_makes_a_new_one(spark):
+    from atoll.interop import spark_session
+
+    hub = spark_on_demand._hub_actor()
+    assert spark_on_demand.stop_hub in spark_session._stop_hooks  # spark_session.stop() runs it
+    spark_on_demand.stop_hub()
+    assert wait_until(lambda: _dead(hub), 30)
+    spark_on_demand.stop_hub()  # none left: nothing to do
+    again = spark_on_demand._hub_actor()
+    assert again is not hub and ray.get(again.open_keys.remote()) == 0
+
+
+def _dead(actor) -> bool:
+    try:
+        ray.get(actor.__ray_ready__.remote(), timeout=5)
+        return False
+    except ray.exceptions.RayActorError:
+        return True
