@@ -47,15 +47,36 @@ from .warm_pool import WarmActorPool, pool_key
 log = logging.getLogger("atoll.ray")
 
 
+#: the islands' chunk size when none is given: a chunked stage region handles lists of up to this many elements
+#: (frames may be larger; an input boundary hands a frame on in slices of this size)
+CHUNK_SIZE = 4096
+
+
 class RaySettings(MaterializerSettings):
-    """Materializer settings plus what only the Ray materializer uses."""
+    """Materializer settings plus what only the Ray materializer uses.
+
+    ``frame_size`` is the most elements a channel frame holds; the output boundary cuts frames smaller so that an
+    encoded frame stays under ``boundaries.FRAME_BYTES`` (~90 KiB, below Ray's 100 KiB limit for inline call
+    arguments), adapting to the bytes per element of the frames it sent: small elements (ints, short rows) travel
+    16384 to a frame, large ones a few to a frame, one larger than the budget alone. Each call costs ~0.2 ms
+    whatever it carries, so bigger frames of small elements are what makes a channel crossing cheap.
+    ``chunk_size`` (default ``min(frame_size, CHUNK_SIZE)``) stays at today's 4096: a chunk is the work list of every
+    stage in an island's chunked regions, and larger ones only add latency and per-chunk memory there; an input
+    boundary slices a large frame into chunks (a list slice, far cheaper than a call).
+    ``input_buffer=(initial, max)``: the elements an input boundary requests; with max 65536 up to four full
+    frames of small elements are requested ahead, and it re-requests half its buffer at a time.
+    Worst case per channel: in flight at most ``channel_window`` (16) frames, each under ~90 KiB encoded unless it
+    is a single larger element (so ~1.4 MiB of small or mid-size elements); buffered at the receiver at most
+    ``max`` (65536) elements, plus one chunk handed downstream (as before: the buffer is counted in elements, so
+    its bytes are 65536 times the element size, e.g. ~4 MiB of ints, ~10 MiB of 4-field rows).
+    """
 
     __slots__ = ("channel_window", "start_timeout", "default_num_cpus", "frame_size")
 
     def __init__(
         self,
         input_buffer=(16, 65536),
-        frame_size: int = 4096,
+        frame_size: int = 16384,
         event_limit: int = 2000,
         fusion: bool = True,
         debug: bool = False,
@@ -65,8 +86,8 @@ class RaySettings(MaterializerSettings):
         chunk_size: Optional[int] = None,
     ):
         if chunk_size is None:
-            # a sink behind a channel takes a whole frame per pull (one push per frame, no slicing)
-            chunk_size = frame_size if isinstance(frame_size, int) and frame_size >= 1 else 1024
+            # islands chunk as before frames grew: a frame above this is handed on in slices
+            chunk_size = min(frame_size, CHUNK_SIZE) if isinstance(frame_size, int) and frame_size >= 1 else 1024
         super().__init__(input_buffer=input_buffer, event_limit=event_limit, fusion=fusion, debug=debug,
                          chunk_size=chunk_size)
         if not isinstance(channel_window, int) or channel_window < 1:

@@ -55,6 +55,8 @@ class RemoteSubscriberRef:
 
     #: the publisher keeps at most ``window`` unconfirmed frames in flight
     windowed = True
+    #: ``on_next`` returns the frame's encoded bytes (the publisher keeps frames under a byte budget with them)
+    sized = True
 
     def __init__(self, actor, ch: int):
         self.actor = actor
@@ -64,12 +66,14 @@ class RemoteSubscriberRef:
     def on_subscribe(self, _local_publisher) -> None:
         self.sent[0] = self.actor.on_subscribe.remote(self.ch)
 
-    def on_next(self, seq: int, frame: list) -> None:
+    def on_next(self, seq: int, frame: list) -> int:
+        """Send frame ``seq``; returns the bytes of its encoded payload (object-store references not counted)."""
         payload, refs = encode_message(self.ch, seq, frame)
         if refs:
             self.actor.on_frame_with_refs.remote(payload, refs)
         else:
             self.actor.on_frame.remote(payload)  # one argument: the cheapest call
+        return len(payload)
 
     def on_complete(self) -> None:
         self.sent[1] = self.actor.on_complete.remote(self.ch)

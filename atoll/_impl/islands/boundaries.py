@@ -36,6 +36,12 @@ from ...stage.signals import Watermark
 #: Reactive Streams rule 3.17: demand saturates at 2^63-1 ("effectively unbounded").
 MAX_DEMAND = 2**63 - 1
 
+#: Encoded bytes a frame aims to stay under on a transport that reports them (Ray actor calls): Ray passes a call
+#: argument inline up to 100 KiB and through the object store above that (a 170 KB frame cost ~5x a 100 KB one
+#: per call), so frames are cut below it with room for the call's own envelope. An element larger than this
+#: still travels, alone in its frame.
+FRAME_BYTES = 90 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class StreamCompleted:
@@ -153,6 +159,10 @@ class OutputBoundary(GraphStageLogic, InHandler):
         super().__init__(shape)
         self.stage_name = name
         self.max_frame = max_frame
+        #: elements per frame now: ``max_frame``, or on a transport reporting encoded sizes what keeps a frame
+        #: under ``FRAME_BYTES`` at the bytes per element of the last frame sent (the first frame holds one)
+        self.frame_cap = max_frame
+        self.sized = False  # the subscriber ref's ``on_next`` returns the frame's encoded bytes
         self.window = window
         self.acked = 0  # frames the subscriber confirmed (windowed transports only)
         self.windowed = False
@@ -176,6 +186,9 @@ class OutputBoundary(GraphStageLogic, InHandler):
             return
         self.subscriber = subscriber
         self.windowed = getattr(subscriber, "windowed", False)
+        if getattr(subscriber, "sized", False):
+            self.sized = True
+            self.frame_cap = 1  # measure the elements' size on a first frame of one
         subscriber.on_subscribe(self.publisher_ref)
         if self.terminal is not None:
             self._signal_terminal()
@@ -264,7 +277,7 @@ class OutputBoundary(GraphStageLogic, InHandler):
             self.demand -= 1
             if self.frame_ts is not None:
                 self.frame_ts.append(self._ts)
-        if len(frame) >= self.max_frame:
+        if len(frame) >= self.frame_cap:
             self.flush()
         elif was_empty:
             self._interpreter.host.mark_dirty(self)
@@ -274,30 +287,37 @@ class OutputBoundary(GraphStageLogic, InHandler):
     def flush(self) -> None:
         """Send the collected frame (called by the host at the end of an interpreter turn). Over a
         windowed transport, while ``window`` frames are unconfirmed the frame keeps growing instead
-        (up to the demand); the subscriber confirms frames with its requests or with ``ack``."""
+        (up to the demand); the subscriber confirms frames with its requests or with ``ack``. A frame holds at
+        most ``frame_cap`` elements, adapted after each frame on a transport that reports encoded sizes."""
         while (self.frame or self.frame_signals) and not self.signalled_terminal and (
             not self.windowed or self.frame_seq - self.acked < self.window
         ):
             frame = self.frame
             ts = self.frame_ts
-            if len(frame) > self.max_frame:
-                self.frame = frame[self.max_frame :]
-                frame = frame[: self.max_frame]
+            cap = self.frame_cap
+            if len(frame) > cap:
+                self.frame = frame[cap:]
+                frame = frame[:cap]
                 if ts is not None:
-                    self.frame_ts = ts[self.max_frame :]
-                    ts = ts[: self.max_frame]
+                    self.frame_ts = ts[cap:]
+                    ts = ts[:cap]
             else:
                 self.frame = []
                 if ts is not None:
                     self.frame_ts = []
             seq = self.frame_seq
             self.frame_seq = seq + 1
-            self.sent += len(frame)
+            n = len(frame)
+            self.sent += n
             if ts:
                 frame = frame + [FrameTimestamps(ts)]
             if self.frame_signals:
                 frame = self._attach_signals(frame)
-            self.subscriber.on_next(seq, frame)
+            nbytes = self.subscriber.on_next(seq, frame)
+            if self.sized and n:
+                # the next frame: as many elements of this frame's average size as fit the budget
+                cap = FRAME_BYTES * n // max(1, nbytes)
+                self.frame_cap = 1 if cap < 1 else (cap if cap < self.max_frame else self.max_frame)
 
     def _attach_signals(self, frame: list) -> list:
         """Move the signals that belong to ``frame`` (those after at most its elements) into its tail."""
