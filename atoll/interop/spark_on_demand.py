@@ -416,10 +416,11 @@ class OnDemandPartitions:
                                                            thread_name_prefix="atoll-from-spark-job")
         # the island asks for the first ``prefetch`` partitions as soon as it starts, whatever its demand: their
         # jobs start now, while the island starts, one after the other (partition 0 first: run at once they share
-        # the executors' cores and the first element waits for both), and the island's requests for them are not
-        # served twice
+        # the executors' cores and the first element waits for both), and the island's first request for each is
+        # not served twice. Only the first: an island of a restarted attempt (recovery) asks for them again, and
+        # its requests are served as any other
         first = list(range(min(prefetch, self.num_partitions)))
-        self._started = set(first)
+        self._prestarted = set(first)
         if first:
             self._pool.submit(self._compute_each, first)
         self._thread = threading.Thread(target=self._serve, daemon=True, name="atoll-from-spark-server")
@@ -452,9 +453,9 @@ class OnDemandPartitions:
                 if self._closed:
                     return
                 if kind == "want":
-                    if i in self._started:
+                    if i in self._prestarted:  # computing since materialization: this request is answered by it
+                        self._prestarted.discard(i)
                         continue
-                    self._started.add(i)
                     try:
                         self._pool.submit(self._compute, i)
                     except RuntimeError:  # the pool was shut down: closing

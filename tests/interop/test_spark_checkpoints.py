@@ -48,6 +48,30 @@ def test_a_ray_graph_reading_spark_recovers_from_a_killed_island(spark, ray_sess
         mat.shutdown()
 
 
+def test_a_restarted_attempt_gets_the_partitions_the_first_one_already_consumed(spark, ray_session, tmp_path):
+    """The new attempt asks for partitions again (replay), including ones the first attempt consumed and released
+    and the ones whose jobs started when the graph was built: each request is served again."""
+    df = spark.range(0, 1_000_000, numPartitions=400).selectExpr("id")
+    mat = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(
+        storage=str(tmp_path), restart=RestartPolicy(backoff=0.0)))
+    try:
+        switch, ids = (Source.from_spark(df).throttle(200, 0.1).via_mat(KillSwitches.single(), Keep.right)
+                       .island().map(lambda r: r["id"]).island()
+                       .to_mat(Sink.fold((), lambda acc, i: acc + (i,)), Keep.both)).run(mat, name="spark-replay")
+        g = mat.running_graph("spark-replay")
+        assert _wait(lambda: _received(g) >= 6000)  # partitions 0 and 1 (2500 rows each) emitted and released
+        g.checkpoint_now(timeout=60)
+        kill_island(g, 2)  # the island reading Spark
+        assert _wait(lambda: g.attempt == 1)
+        assert _wait(lambda: _received(g) >= 300)  # the new attempt reads Spark again
+        switch.shutdown()
+        got = ids.result(60)
+        assert list(got) == list(range(len(got)))  # nothing lost, duplicated or reordered
+        assert len(got) >= 6300 and g.restarts == 1
+    finally:
+        mat.shutdown()
+
+
 def _received(g) -> int:
     """Elements the graph's islands received through their channels, the most any island did."""
     return max((i.get("elements_in") or 0 for i in g.islands()), default=0)
