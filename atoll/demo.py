@@ -26,7 +26,7 @@ import os
 import sys
 import time
 from concurrent import futures
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from . import (Aggregate, CheckpointSettings, Flow, Keep, KillSwitches, Materializer, RestartPolicy, Sink, Source,
                console, metrics, progress)
@@ -187,9 +187,10 @@ def _add_user_events(acc: Dict[int, int], row: Dict[str, Any]) -> Dict[int, int]
     return acc
 
 
-def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> None:
+def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> Optional[bool]:
     """The Spark job again, checkpointed every 0.5 s, with its aggregate island killed once mid-run: the graph
-    restarts from its last checkpoint on new actors and its per-user counts equal the failure-free run's."""
+    restarts from its last checkpoint on new actors and its per-user counts equal the failure-free run's.
+    Returns whether they did (None when the graph ended before it could be killed)."""
     import shutil
     import tempfile
 
@@ -211,7 +212,7 @@ def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> N
             time.sleep(0.02)
         if counts.done():
             print("recovery: the graph ended before it could be killed (nothing to recover)")
-            return
+            return None
         at = graph.checkpoints()[-1]
         t0 = time.perf_counter()
         kill_island(graph, "atoll-demo-aggregate")
@@ -223,6 +224,7 @@ def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> N
         print(f"recovery: killed island atoll-demo-aggregate after ~{seen:,} events; restarted from checkpoint "
               f"{at.id} in {back:.1f}s (restarts: {graph.restarts}); per-user counts equal to the failure-free "
               f"run's: {same} ({len(got)} users, {sum(got.values()):,} events)")
+        return same
     finally:
         mat.shutdown()
         shutil.rmtree(storage, ignore_errors=True)
