@@ -226,6 +226,11 @@ class RemoteKillSwitch(RemoteHandle, KillSwitch):
         """``abort`` was called (a graph whose switch aborted does not recover)."""
         return self._command is not None and self._command[0] == "abort"
 
+    @property
+    def abort_cause(self) -> Optional[BaseException]:
+        """The exception ``abort`` was given (None: not aborted)."""
+        return self._command[1] if self.aborted else None
+
 
 def import_value(value: Any, future_for: Callable[[ExportedFuture], Future]) -> Any:
     """Driver side: the usable form of an exported value."""

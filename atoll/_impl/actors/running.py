@@ -20,8 +20,9 @@ import ray
 
 from ...errors import AbruptTerminationError, IslandDiedError
 from ...materializer.running_graph import RunningGraphBase
+from ..islands.graph_restarts import RecoveringGraph
 from ..ops.base import complete_promise, fail_promise, new_promise
-from .exports import ExportedFuture, ExportedHandle, RemoteKillSwitch
+from .exports import ExportedFuture, ExportedHandle
 from .messages import (
     CheckpointAcked,
     CheckpointDeclined,
@@ -120,7 +121,7 @@ class RayIslandPort:
         return ray.get(self.actor.checkpoint_status.remote(), timeout=self.STATUS_TIMEOUT)
 
 
-class RayRunningGraph(RunningGraphBase):
+class RayRunningGraph(RecoveringGraph, RunningGraphBase):
     """A Ray graph: each island is an ``_Island`` record of its actor, watched through ``poll``."""
 
     POLL_SECONDS = 10.0
@@ -341,44 +342,6 @@ class RayRunningGraph(RunningGraphBase):
         except Exception:  # noqa: BLE001
             pass
         self._maybe_finish()
-
-    def _maybe_finish(self) -> None:
-        with self._lock:
-            if self._recovering or any(not i.ended for i in self._islands):
-                return
-        self._finish()
-
-    # ------------------------------------------------------------------ recovery (recovery.GraphRecovery)
-    def _recovery_veto(self) -> Optional[BaseException]:
-        """Why the graph must not restart: it was cancelled, or one of its kill switches aborted (None: it may)."""
-        if self._cancelled:
-            return self._cancel_cause
-        for island in self._islands:
-            for proxy in island.handles.values():
-                if isinstance(proxy, RemoteKillSwitch) and proxy.aborted:
-                    return proxy._command[1]
-        return None
-
-    def _try_recover(self, island: _Island, cause: BaseException, stage_failure: bool) -> bool:
-        """``island`` failed with ``cause``: start a recovery if the policy allows it (True: it took over)."""
-        recovery = self._recovery
-        if recovery is None or not recovery.accepts(stage_failure) or self._recovery_veto() is not None:
-            return False
-        with self._lock:
-            if island.stale or self._recovering:
-                return True  # one recovery for the whole attempt
-            if self._finished or island.ended:
-                return False
-            self._recovering = True
-            old = list(self._islands)
-            for r in old:
-                r.stale = True
-        for r in old:
-            for proxy in r.handles.values():
-                proxy._suspend()
-        log.warning("graph %s: %s; restarting from the last checkpoint", self.name, cause)
-        recovery.start(old, cause)
-        return True
 
     def _install_attempt(self, records: List[_Island], results: List[list], attempt: int, restored: Any) -> None:
         """Recovery built the next attempt's actors: carry the driver's futures and handles over to them, resume

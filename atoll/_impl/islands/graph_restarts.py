@@ -35,6 +35,54 @@ def backoff_delay(policy: RestartPolicy, restart: int, rng: random.Random) -> fl
     return max(0.0, base * (1 + rng.uniform(-policy.jitter, policy.jitter)))
 
 
+class RecoveringGraph:
+    """What a running graph that restarts does when one of its islands fails, the same on both backends (the Ray
+    graph and the local one mix it in): one restart per attempt, none once cancelled or a kill switch aborted.
+    The graph provides ``_lock``, ``_islands`` (records with ``stale``, ``ended`` and ``handles``),
+    ``_recovery`` (a ``RestartLoop`` or None), ``_recovering``, ``_finished``, ``_cancelled``,
+    ``_cancel_cause`` and ``_finish()``; a kill switch proxy among the handles has an ``abort_cause`` property."""
+
+    def _maybe_finish(self) -> None:
+        with self._lock:
+            if self._recovering or any(not r.ended for r in self._islands):
+                return
+        self._finish()
+
+    def _recovery_veto(self) -> Optional[BaseException]:
+        """Why the graph must not restart: it was cancelled, or one of its kill switches aborted (None: it may)."""
+        if self._cancelled:
+            return self._cancel_cause
+        for r in self._islands:
+            for proxy in r.handles.values():
+                # looked up on the class: a handle proxy forwards instance attributes, waiting while suspended
+                abort_cause = getattr(type(proxy), "abort_cause", None)
+                cause = abort_cause.__get__(proxy) if abort_cause is not None else None
+                if cause is not None:
+                    return cause
+        return None
+
+    def _try_recover(self, record: Any, cause: BaseException, stage_failure: bool) -> bool:
+        """``record`` failed with ``cause``: start a restart if the policy allows it (True: it took over)."""
+        recovery = self._recovery
+        if recovery is None or not recovery.accepts(stage_failure) or self._recovery_veto() is not None:
+            return False
+        with self._lock:
+            if record.stale or self._recovering:
+                return True  # one restart for the whole attempt
+            if self._finished or record.ended:
+                return False
+            self._recovering = True
+            old = list(self._islands)
+            for r in old:
+                r.stale = True
+        for r in old:
+            for proxy in r.handles.values():
+                proxy._suspend()
+        log.warning("graph %s: %s; restarting from the last checkpoint", self.name, cause)
+        recovery.start(old, cause)
+        return True
+
+
 class RestartLoop:
     """Restarts of one running graph within its ``RestartPolicy`` (see the module docstring)."""
 

@@ -28,10 +28,10 @@ from ...materializer.running_graph import RunningGraphBase
 from .checkpoint_coordinator import LocalIslandPort
 from .checkpoint_setup import island_checkpointer, island_end_hook, replay_hook
 from .checkpointer import failure_in
-from .graph_restarts import RestartLoop
+from .graph_restarts import RecoveringGraph, RestartLoop
 from .island_assembly import assemble_island
 from .local_phase import InProcessTransport
-from .local_values import FUTURE, HANDLE, LocalKillSwitch, classify, handle_for
+from .local_values import FUTURE, HANDLE, classify, handle_for
 from .thread_host import ThreadHost
 
 log = logging.getLogger("atoll.recovery")
@@ -60,7 +60,7 @@ class LocalIsland:
         self.error: Optional[BaseException] = None
 
 
-class LocalRecoveringGraph(RunningGraphBase):
+class LocalRecoveringGraph(RecoveringGraph, RunningGraphBase):
     """A local graph that checkpoints and may restart: each island is a ``LocalIsland`` of the current attempt."""
 
     def __init__(self, name: str, islands: List[LocalIsland], on_end: Optional[Callable[[Any], None]] = None,
@@ -187,44 +187,6 @@ class LocalRecoveringGraph(RunningGraphBase):
             raise err
 
         record.host.post(die)
-
-    def _maybe_finish(self) -> None:
-        with self._lock:
-            if self._recovering or any(not r.ended for r in self._islands):
-                return
-        self._finish()
-
-    # ------------------------------------------------------------------ recovery (LocalGraphRecovery)
-    def _recovery_veto(self) -> Optional[BaseException]:
-        """Why the graph must not restart: it was cancelled, or one of its kill switches aborted (None: it may)."""
-        if self._cancelled:
-            return self._cancel_cause
-        for r in self._islands:
-            for proxy in r.handles.values():
-                if isinstance(proxy, LocalKillSwitch) and proxy.aborted:
-                    return proxy.command[1]
-        return None
-
-    def _try_recover(self, record: LocalIsland, cause: BaseException, stage_failure: bool) -> bool:
-        """``record`` failed with ``cause``: start a restart if the policy allows it (True: it took over)."""
-        recovery = self._recovery
-        if recovery is None or not recovery.accepts(stage_failure) or self._recovery_veto() is not None:
-            return False
-        with self._lock:
-            if record.stale or self._recovering:
-                return True  # one restart for the whole attempt
-            if self._finished or record.ended:
-                return False
-            self._recovering = True
-            old = list(self._islands)
-            for r in old:
-                r.stale = True
-        for r in old:
-            for proxy in r.handles.values():
-                proxy._suspend()
-        log.warning("graph %s: %s; restarting from the last checkpoint", self.name, cause)
-        recovery.start(old, cause)
-        return True
 
     def _install_attempt(self, records: List[LocalIsland], ports: List[tuple], attempt: int, restored: Any) -> None:
         """The next attempt is built: carry the driver's futures and handles over to it, resume the checkpoints

@@ -124,5 +124,10 @@ class LocalKillSwitch(LocalHandle, KillSwitch):
         return self._command is not None and self._command[0] == "abort"
 
     @property
+    def abort_cause(self) -> Optional[BaseException]:
+        """The exception ``abort`` was given (None: not aborted)."""
+        return self._command[1] if self.aborted else None
+
+    @property
     def command(self) -> Optional[tuple]:
         return self._command
