@@ -393,11 +393,6 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
         self._maybe_finish()
 
     # ------------------------------------------------------------------ operator console
-    def cancel(self, cause: Optional[BaseException] = None) -> None:
-        super().cancel(cause)
-        if self._recovery is not None:
-            self._recovery.interrupt()
-
     def _cancel_island(self, island: _Island, cause: BaseException) -> None:
         if not island.ended:
             try:

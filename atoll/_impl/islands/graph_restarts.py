@@ -42,6 +42,11 @@ class RecoveringGraph:
     ``_recovery`` (a ``RestartLoop`` or None), ``_recovering``, ``_finished``, ``_cancelled``,
     ``_cancel_cause`` and ``_finish()``; a kill switch proxy among the handles has an ``abort_cause`` property."""
 
+    def cancel(self, cause: Optional[BaseException] = None) -> None:
+        super().cancel(cause)
+        if self._recovery is not None:
+            self._recovery.interrupt()  # a back-off in progress ends now; the restart loop sees the cancel
+
     def _maybe_finish(self) -> None:
         with self._lock:
             if self._recovering or any(not r.ended for r in self._islands):

@@ -229,11 +229,6 @@ class LocalRecoveringGraph(RecoveringGraph, RunningGraphBase):
         self._maybe_finish()
 
     # ------------------------------------------------------------------ operator console
-    def cancel(self, cause: Optional[BaseException] = None) -> None:
-        super().cancel(cause)
-        if self._recovery is not None:
-            self._recovery.interrupt()
-
     def _cancel_island(self, island: LocalIsland, cause: BaseException) -> None:
         if not island.ended:
             island.host.cancel(cause)
