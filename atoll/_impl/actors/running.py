@@ -135,20 +135,6 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
         self._reuse: Optional[bool] = None  # decided when the graph finished: give its actors back?
         self._cleanups.append(self._return_actors)
 
-    @property
-    def restarts(self) -> int:
-        """How many times the graph was restarted from a checkpoint."""
-        return 0 if self._recovery is None else self._recovery.restarts
-
-    @property
-    def attempt(self) -> int:
-        """The incarnation running now: 0, then one more per restart."""
-        return 0 if self._recovery is None else self._recovery.attempt
-
-    def enable_recovery(self, recovery) -> None:
-        """Restart the graph from its checkpoints when an island dies (``recovery``: its ``GraphRecovery``)."""
-        self._recovery = recovery
-
     # ------------------------------------------------------------------ setup
     def register_handle(self, island_index: int, hid: int, proxy) -> None:
         self._islands_by_index()[island_index].handles[hid] = proxy

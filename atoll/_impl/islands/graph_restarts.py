@@ -42,6 +42,20 @@ class RecoveringGraph:
     ``_recovery`` (a ``RestartLoop`` or None), ``_recovering``, ``_finished``, ``_cancelled``,
     ``_cancel_cause`` and ``_finish()``; a kill switch proxy among the handles has an ``abort_cause`` property."""
 
+    @property
+    def restarts(self) -> int:
+        """How many times the graph was restarted from a checkpoint."""
+        return 0 if self._recovery is None else self._recovery.restarts
+
+    @property
+    def attempt(self) -> int:
+        """The incarnation running now: 0, then one more per restart."""
+        return 0 if self._recovery is None else self._recovery.attempt
+
+    def enable_recovery(self, recovery: "RestartLoop") -> None:
+        """Restart the graph from its checkpoints when an island dies (``recovery``: the backend's loop)."""
+        self._recovery = recovery
+
     def cancel(self, cause: Optional[BaseException] = None) -> None:
         super().cancel(cause)
         if self._recovery is not None:

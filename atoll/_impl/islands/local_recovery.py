@@ -69,19 +69,6 @@ class LocalRecoveringGraph(RecoveringGraph, RunningGraphBase):
         self._recovery: Optional["LocalGraphRecovery"] = None
         self._recovering = False
 
-    @property
-    def restarts(self) -> int:
-        """How many times the graph was restarted from a checkpoint."""
-        return 0 if self._recovery is None else self._recovery.restarts
-
-    @property
-    def attempt(self) -> int:
-        """The incarnation running now: 0, then one more per restart."""
-        return 0 if self._recovery is None else self._recovery.attempt
-
-    def enable_recovery(self, recovery: "LocalGraphRecovery") -> None:
-        self._recovery = recovery
-
     # ------------------------------------------------------------------ attempt 0
     def adopt(self) -> Dict[Any, Any]:
         """The driver's values of attempt 0's materialized values, by ``(island, position)`` for ``resolve``."""
