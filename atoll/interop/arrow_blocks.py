@@ -118,12 +118,28 @@ class BlockLogic(_PromiseSinkLogic):
         self._in_conns[0].demand = self.chunk_size
         self.pull(self.in_)
 
+    def _fail(self, e: BaseException) -> None:
+        """Fail the stream with ``e``, the sink's open files closed first: when the driver's future fails, what
+        was written is already whole on disk."""
+        self.release_files()
+        fail_promise(self.promise, e)
+        self.fail_stage(e)
+
+    def on_upstream_failure(self, exc):
+        self._fail(exc)
+
+    def release_files(self) -> None:
+        """Close or discard what the sink holds open (called on failure and at stop; idempotent)."""
+
+    def post_stop(self):
+        self.release_files()
+        super().post_stop()
+
     def on_push(self):
         try:
             self.accept(self.grab(self.in_))
         except Exception as e:  # noqa: BLE001 - the stream fails with it
-            fail_promise(self.promise, e)
-            self.fail_stage(e)
+            self._fail(e)
             return
         self.pull(self.in_)
 
@@ -145,8 +161,7 @@ class BlockLogic(_PromiseSinkLogic):
                 for elem in chunk:
                     self.accept(elem)
         except Exception as e:  # noqa: BLE001 - the stream fails with it, after the elements before it
-            fail_promise(self.promise, e)
-            self.fail_stage(e)
+            self._fail(e)
             return
         self._in_conns[0].demand = self.chunk_size
         self.pull(self.in_)
@@ -229,8 +244,7 @@ class BlockLogic(_PromiseSinkLogic):
         try:
             value = self.final_value()
         except Exception as e:  # noqa: BLE001
-            fail_promise(self.promise, e)
-            self.fail_stage(e)
+            self._fail(e)
             return
         complete_promise(self.promise, value)
         self.complete_stage()
@@ -365,8 +379,7 @@ class PartCommittingLogic(BlockLogic):
                 parts = self._open_parts()
                 parts.start_fresh()  # rollback_uncommitted(None): nothing restored, nothing of ours is pending
             except Exception as e:  # noqa: BLE001 - the sink fails with it
-                fail_promise(self.promise, e)
-                self.fail_stage(e)
+                self._fail(e)
                 return
             self.parts = parts
         super().pre_start()
@@ -406,21 +419,19 @@ class PartCommittingLogic(BlockLogic):
             if not self.checkpointing:  # restored into a run without checkpoints: commit the rest now
                 self._commit(self.parts.prepare())
         except Exception as e:  # noqa: BLE001
-            fail_promise(self.promise, e)
-            self.fail_stage(e)
+            self._fail(e)
             return
         self.ended = True
         if not self._complete_if_committed():
             self.set_keep_going(True)  # alive, its inlet closed, until the last part is committed
             self.request_checkpoint()
 
-    def post_stop(self):
+    def release_files(self) -> None:
         if self.parts is not None:
             try:
                 self.parts.discard_open()  # not prepared: a restore writes these rows again
             except Exception:  # noqa: BLE001 - already stopping
                 pass
-        super().post_stop()
 
 
 class CommittingBlockLogic(PartCommittingLogic):

@@ -11,7 +11,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
-from .._impl.ops.base import SinkStage, fail_promise, new_promise
+from .._impl.ops.base import SinkStage, new_promise
 from .arrow_blocks import ROWS_PER_BLOCK, PartCommittingLogic
 from .background_source import BackgroundSource
 from .parquet_parts import PartFiles, SingleFile
@@ -196,8 +196,7 @@ class _ParquetLogic(PartCommittingLogic):
             try:
                 self.single.merge(self.parts, self.committed_parts, self.schema)
             except Exception as e:  # noqa: BLE001 - the sink fails with it (a restore merges again)
-                fail_promise(self.promise, e)
-                self.fail_stage(e)
+                self._fail(e)
                 return True
         return super()._complete_if_committed()
 
@@ -225,11 +224,11 @@ class _ParquetLogic(PartCommittingLogic):
             self.writer = None
         return self.written
 
-    def post_stop(self):
+    def release_files(self) -> None:
         if self.writer is not None:
             try:
-                self.writer.close()
+                self.writer.close()  # the row groups written so far make a whole file
             except Exception:  # noqa: BLE001 - already failing
                 pass
             self.writer = None
-        super().post_stop()
+        super().release_files()

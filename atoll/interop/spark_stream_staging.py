@@ -37,7 +37,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import pyarrow as pa
 
 from ..errors import CheckpointMismatchError, CheckpointNotSupportedError
-from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_promise
+from .._impl.ops.base import SinkStage, complete_promise, new_promise
 from ..stage.timers import TimerGraphStageLogic
 from .arrow_blocks import BlockLogic
 from .spark_on_demand import SparkJobError, _Box
@@ -363,10 +363,6 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         if not self.requested and self.request_checkpoint is not None:
             self.requested = True
             self.request_checkpoint()
-
-    def _fail(self, e: BaseException) -> None:
-        fail_promise(self.promise, e)
-        self.fail_stage(e)
 
     def post_stop(self):
         self.stopping.set()

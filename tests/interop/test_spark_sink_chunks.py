@@ -78,3 +78,22 @@ def test_typed_values_pass_through_exactly(tmp_path):
     path = tmp_path / "out.parquet"
     assert _run(rows, path, 16) == 50
     assert pq.read_table(path).to_pylist() == rows
+
+
+def test_an_upstream_failure_leaves_the_written_blocks_whole_when_the_future_fails(tmp_path):
+    def rows_then_boom():
+        for i in range(100):
+            yield _row(i)
+        raise KeyError("boom")
+
+    path = tmp_path / "out.parquet"
+    m = Materializer.local()
+    try:
+        fut = Source.from_iterator(rows_then_boom).run_with(
+            Sink.from_graph(ParquetSink(str(path), SCHEMA, rows_per_block=30)), m)
+        with pytest.raises(KeyError):
+            fut.result(30)
+        # read at once: the file was closed before the future failed
+        assert pq.read_table(path).to_pylist() == [_row(i) for i in range(90)]
+    finally:
+        m.shutdown()
