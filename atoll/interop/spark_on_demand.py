@@ -8,10 +8,12 @@ the graph starts; for each partition ``i`` that demand reaches:
    ``PartitionPruningRDD`` that keeps partition ``i`` alone (its filter is a Scala ``Set(i)``, a serializable
    ``Int => Boolean`` py4j can build), and ``count()`` on it: one Spark task, which computes partition ``i`` on an
    executor and leaves its Arrow IPC batches in that executor's block manager. The driver's heap sees the count.
-2. **the executor writes the Arrow data into Ray**: a Ray task (``num_cpus=0``, RayDP's
-   ``_fetch_arrow_table_from_executor`` as in :mod:`~atoll.interop.spark_partitions`) calls the executor actor's
-   ``getRDDPartition`` (RayDP's executors are Ray actors): the executor returns the block's bytes as a Ray
-   object, the task reads them as a ``pyarrow.Table`` owned by the stream's island.
+2. **the executor writes the Arrow data into Ray**: the hub actor (below; with a local mailbox, or fetch
+   resources configured, a Ray task, as RayDP's ``_fetch_arrow_table_from_executor`` in
+   :mod:`~atoll.interop.spark_partitions`) calls the executor actor's ``getRDDPartition`` (RayDP's executors
+   are Ray actors): the executor returns the block's bytes as a Ray object, the hub reads them as a
+   ``pyarrow.Table`` owned by the stream's island. (A task needed a worker process, on a small machine often a
+   new one, ~0.5-1.5 s for each partition on the stream's path: Ray reaps idle workers after a second.)
 3. once the island has the table, the driver **removes the block** from the executor, so Spark holds at most
    the partitions in flight.
 
@@ -178,6 +180,14 @@ class MailboxHub:
         with self._lock:
             return len(self._boxes)
 
+    def fetch(self, executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
+              driver_agent_url: str) -> pa.Table:
+        """A computed partition's Arrow table, read from the executor actor holding it (the caller owns the
+        returned object). Done here rather than in a Ray task: the hub's process is up for the whole Spark
+        session, where a task needed a worker process, often a new one (~0.5-1.5 s of start and CPU per
+        partition on a small machine, on the stream's path: Ray reaps idle workers after a second)."""
+        return _fetch_from_executor(executor_actor_name, rdd_id, partition_id, schema_json, driver_agent_url)
+
 
 #: threads of the hub actor: each open source holds at most two in a waiting call at a time (the island's
 #: ``answer``, bounded by ``ANSWER_WAIT_S``, and the driver's ``requests``, bounded by 0.5 s)
@@ -283,6 +293,11 @@ class PartitionClient:
             if error == "closed":
                 raise IllegalStateError("from_spark: the partition server was closed (the graph ended)")
             raise SparkJobError(error)
+        box = self.box
+        if box.remote and box.key is not None and not self.fetch_num_cpus and not self.fetch_memory:
+            # the hub reads it (no Ray resources asked for the fetch: nothing a task would reserve)
+            return box.target.fetch.remote(f"raydp-executor-{executor}", self.rdd_id, i, self.schema_json,
+                                           self.driver_agent_url)
         options = {"num_cpus": self.fetch_num_cpus}
         if self.fetch_memory:
             options["memory"] = self.fetch_memory
@@ -315,10 +330,11 @@ class PartitionClient:
 
 def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
                          driver_agent_url: str) -> pa.Table:
-    """Ray task body: the executor actor's Arrow bytes for a partition (RayDP's ``getRDDPartition``), read as a
-    table. As RayDP's ``_fetch_arrow_table_from_executor``, but the reply object (a copy of the bytes arrives in
-    this worker) is let go of at once: a cross-language reply left to the worker's garbage collector stays pinned
-    in the object store for as long as the (reused) worker lives, so a long stream would fill the store."""
+    """The executor actor's Arrow bytes for a partition (RayDP's ``getRDDPartition``), read as a table; run in
+    the hub actor (:meth:`MailboxHub.fetch`) or in a Ray task. As RayDP's ``_fetch_arrow_table_from_executor``,
+    but the reply object (a copy of the bytes arrives in this process) is let go of at once: a cross-language
+    reply left to the garbage collector stays pinned in the object store for as long as the (long-lived)
+    process lives, so a long stream would fill the store."""
     import gc
 
     import ray
@@ -326,7 +342,7 @@ def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: in
     from .spark_partitions import _repair_offsets
 
     # what RayDP's _enable_load_code_from_local does (cross-language calls), without importing raydp.spark.dataset:
-    # that imports all of Ray Data, ~1 s in each new fetch worker, on the path to a stream's first element
+    # that imports all of Ray Data, ~1 s in each new process, on the path to a stream's first element
     ray._private.worker.global_worker.set_load_code_from_local(True)
     actor = ray.get_actor(executor_actor_name)
     ref = actor.getRDDPartition.remote(rdd_id, partition_id, schema_json, driver_agent_url)
