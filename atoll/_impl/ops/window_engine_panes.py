@@ -105,16 +105,14 @@ class PaneSlidingEngine(WindowEngine):
             start = lo + max(fits, 0) * slide
             self._opened(1, kp.key, start, start + size)
         due, heap = self._due, self._due_heap
-        end = lo + size
-        stop = hi + size
-        while end <= stop:
-            bucket = due.get(end)
+        get = due.get
+        for end in range(lo + size, hi + size + 1, slide):
+            bucket = get(end)
             if bucket is None:
                 due[end] = [kp]
                 heappush(heap, end)
             else:
                 bucket.append(kp)
-            end += slide
         self.stats.open_windows += n
 
     # -------------------------------------------------------------------------------------------- events
@@ -152,6 +150,21 @@ class PaneSlidingEngine(WindowEngine):
                     else:
                         bucket.append(kp)
                     self.stats.open_windows += 1
+                    return
+            elif p == self._slide and starts and ps < starts[-1] and ps >= self._unfired_from:
+                # a pane before the key's last one (disorder), the panes being the slide: when the windows it is
+                # in all hold a pane already (its neighbours'), it opens none and only takes its place, inline
+                i = bisect_left(starts, ps)
+                size = self._size
+                lo = ps - size + p                       # the pane's windows start in [lo, ps]
+                if i and starts[i - 1] + p > lo:
+                    lo = starts[i - 1] + p
+                if starts[i] - size < lo:                # (ps is before the last pane: starts[i] exists)
+                    zero = self._zero
+                    panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
+                    starts.insert(i, ps)
+                    if ps < kp.hi:
+                        kp.invalidate()
                     return
         else:
             kp = self._keys[key] = KeyPanes(key)
@@ -248,7 +261,17 @@ class PaneSlidingEngine(WindowEngine):
                 bucket = due.pop(end)
                 t = end + lateness      # the windows of one end expire together
                 at_once = t <= w        # (at once without allowed lateness: each as it fires)
-                for kp in bucket:
+                todo = bucket
+                if inv and at_once:
+                    done = self._fire_sums(bucket, start, end, append)
+                    if done < len(bucket):   # an accumulator that is not an int: the FIFO from now on
+                        inv = self._invertible = False
+                        for other in keys.values():
+                            other.invalidate()
+                        todo = bucket[done:]
+                    else:
+                        todo = ()
+                for kp in todo:
                     if inv:
                         # subtract-on-evict (sum, count): the running sum of the previous window's overlap with
                         # this one gets the panes in [hi, end), is the value, then loses the panes before the next
@@ -368,6 +391,81 @@ class PaneSlidingEngine(WindowEngine):
             while e and e[0] <= w:
                 t = heappop(e)
                 self._expire_bucket(t - lateness, exp.pop(t))
+
+    def _fire_sums(self, bucket: List[KeyPanes], start: Any, end: Any, append: Any) -> int:
+        """The on-time firings of the windows ``[start, end)`` of ``bucket``'s keys for the invertible helpers when
+        they expire as they fire (no allowed lateness): each key's running sum gets the panes entering, is the
+        value, and loses the panes leaving (below ``start + slide``), which are dropped in the same step.
+        Returns how many keys it fired: fewer than ``len(bucket)`` when it meets an accumulator that is not an
+        int (that key and the next ones are left as they were, for the FIFO).
+
+        When the panes are the slide (``size % slide == 0``) and the key's previous window was the one just
+        before, exactly one pane can enter, ``[end - slide, end)``, and one leave, ``[start, start + slide)``,
+        the key's first pane: a dict read and a pop, no search."""
+        slide, keys = self._slide, self._keys
+        new, set_key, set_start, set_end, set_value, set_timing, set_superseded = _WINDOW_SETTERS
+        result = self._result
+        bound = start + slide
+        entering = end - slide if self._pane == slide else None   # the one pane that can enter, if there is one
+        done = 0
+        for kp in bucket:
+            starts, panes = kp.starts, kp.panes
+            run = kp.run
+            if run is not None and kp.run_lo == start and entering is not None:
+                a = panes.get(entering, _NONE)      # (kp.hi is end - slide: the previous window's end)
+                if a is not _NONE:
+                    if type(a) is not int:
+                        return done
+                    run += a
+            else:
+                if run is None or kp.run_lo != start:   # the first window of the key since a gap or a late element
+                    run = 0
+                    i = bisect_left(starts, start)
+                else:
+                    i = bisect_left(starts, kp.hi)
+                n = len(starts)
+                while i < n:
+                    ps = starts[i]
+                    if ps >= end:
+                        break
+                    a = panes[ps]
+                    if type(a) is not int:
+                        return done
+                    run += a
+                    i += 1
+            done += 1
+            rec = new(Window)   # make_window inline
+            set_key(rec, kp.key)
+            set_start(rec, start)
+            set_end(rec, end)
+            set_value(rec, run if result is None else result(run))
+            set_timing(rec, "on_time")
+            set_superseded(rec, ())
+            append(rec)
+            # the panes below ``bound`` have no window after this one: out of the sum (those in the window) and gone
+            if starts and starts[0] < bound:
+                ps = starts[0]
+                if len(starts) == 1 or starts[1] >= bound:   # one pane leaves: the common case
+                    if ps >= start:
+                        run -= panes.pop(ps)
+                    else:
+                        del panes[ps]
+                    del starts[0]
+                else:
+                    i = bisect_left(starts, bound)
+                    for ps in starts[:i]:
+                        if ps >= start:
+                            run -= panes.pop(ps)
+                        else:
+                            del panes[ps]
+                    del starts[:i]
+                if not starts:
+                    del keys[kp.key]
+                    continue
+            kp.run = run
+            kp.run_lo = bound
+            kp.hi = end
+        return done
 
     def _expire_bucket(self, end: Any, bucket: List[KeyPanes]) -> None:
         """The windows ending at ``end`` of these keys expire, with the panes whose last window they are."""
