@@ -6,7 +6,8 @@ ref. It does not use RayDP's ``ray_dataset_to_spark_dataframe`` for Arrow tables
 because that path goes Arrow -> pandas -> Arrow in Spark's Python workers and loses data on the way: maps fail
 (pandas gives lists of pairs where PySpark wants dicts) and a nullable ``bigint`` passes through ``float64``.
 Instead each table is checked against the schema and encoded as an Arrow IPC stream by Ray tasks (a few, each
-taking a contiguous group of the tables, see :data:`TABLES_PER_TASK`), and RayDP's JVM reader (``RayDatasetRDD`` + ``ObjectStoreReader.RayDatasetToDataFrame``, the path
+taking a contiguous group of the tables, see :data:`TABLES_PER_TASK`; on a one-node Ray, calls of the same
+groups on ``from_spark``'s long-lived hub actor, which needs no worker process started), and RayDP's JVM reader (``RayDatasetRDD`` + ``ObjectStoreReader.RayDatasetToDataFrame``, the path
 RayDP uses for IPC blocks) lets Spark's executors read those bytes straight from the object store into Spark rows:
 no pandas, no Python workers, every Spark type.
 
@@ -55,8 +56,8 @@ def _encode_for_spark(data: Any, schema: pa.Schema):
     return sink.getvalue().to_pybytes(), table.num_rows
 
 
-def _encode_group(start: int, schema: pa.Schema, *tables: Any) -> tuple:
-    """Ray task body: :func:`_encode_for_spark` of each table in turn (``start``: the first one's position among
+def encode_group(start: int, schema: pa.Schema, *tables: Any) -> tuple:
+    """Ray task (or hub actor) body: :func:`_encode_for_spark` of each table in turn (``start``: the first one's position among
     the frame's refs, named by a mismatch) -> ``(bytes_0, rows_0, bytes_1, rows_1, ...)``."""
     out: list = []
     for j, data in enumerate(tables):
@@ -80,8 +81,22 @@ def _encoder():
     if _encode_task is None:
         import ray
 
-        _encode_task = ray.remote(num_cpus=0, max_retries=3)(_encode_group)
+        _encode_task = ray.remote(num_cpus=0, max_retries=3)(encode_group)
     return _encode_task
+
+
+def _encoder_for_driver():
+    """What encodes the tables: on a one-node Ray, this driver's ``from_spark`` hub actor when it has one
+    (``MailboxHub.encode``: its process is up for the Spark session, where a task may wait 0.5-1 s for a new
+    worker process, with the stream already ended); else Ray tasks, which Ray places next to the data."""
+    import ray
+
+    from .spark_on_demand import running_hub
+
+    hub = running_hub()
+    if hub is not None and len([n for n in ray.nodes() if n.get("Alive")]) == 1:
+        return hub.encode
+    return _encoder()
 
 
 def _groups(n: int) -> List[range]:
@@ -132,7 +147,7 @@ def arrow_refs_to_spark(refs: Sequence[Any], schema: SchemaLike, spark=None):
             raise TypeError(f"arrow_refs_to_spark: refs[{i}] must be a ray.ObjectRef, got {type(ref).__name__}")
     if not refs:
         return spark.createDataFrame([], spark_schema)
-    encode = _encoder()
+    encode = _encoder_for_driver()
     blobs, counts = [], []
     for group in _groups(len(refs)):
         out = encode.options(num_returns=2 * len(group)).remote(group.start, arrow_schema,

@@ -188,6 +188,14 @@ class MailboxHub:
         partition on a small machine, on the stream's path: Ray reaps idle workers after a second)."""
         return _fetch_from_executor(executor_actor_name, rdd_id, partition_id, schema_json, driver_agent_url)
 
+    def encode(self, start: int, schema: pa.Schema, *tables: Any) -> tuple:
+        """``to_spark``'s encoding of a group of tables for Spark's reader
+        (:func:`atoll.interop.spark_frames.encode_group`), here for the same reason as :meth:`fetch`: an
+        encoding task needed a worker process (0.5-1 s to start one, when the stream had ended)."""
+        from .spark_frames import encode_group
+
+        return encode_group(start, schema, *tables)
+
 
 #: threads of the hub actor: each open source holds at most two in a waiting call at a time (the island's
 #: ``answer``, bounded by ``ANSWER_WAIT_S``, and the driver's ``requests``, bounded by 0.5 s)
@@ -215,6 +223,18 @@ def _hub_actor(renew: bool = False) -> Any:
 
             on_stop(stop_hub)
         return _hub[1]
+
+
+def running_hub() -> Optional[Any]:
+    """This driver's hub actor if it has one in the current Ray session (started with the Spark session), else
+    None; never creates one."""
+    import ray
+
+    hub = _hub
+    if hub is None or not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    return hub[1] if hub[0] == (ctx.gcs_address, ctx.get_job_id()) else None
 
 
 def start_hub() -> None:
