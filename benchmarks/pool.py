@@ -28,6 +28,13 @@ same graph without ``.island`` (one island actor + 2 pool actors) and ``Material
 in the driver, 2 new pool actors per run, as Ray Data's executor in the driver with its 2 actors). The
 warm figure: runs that find the actors the previous run left in the materializer's warm pool.
 
+**CPU to the first result.** A cold first result is mostly worker-process starts (Ray's own start of a
+worker costs about 0.35 s of CPU before any actor code runs, an empty actor about 0.45 s), and on a machine
+with few cores they share the cores, so the cold figures follow the CPU the run spends. The benchmark runs
+each cold variant again (``CPU_RUNS`` times, untimed: the sampling costs CPU) with the CPU of the driver and
+of every process of the Ray session sampled (``pool_cpu``), and prints it per process: how many worker
+processes each side starts, and what each costs.
+
 **Bytecode.** Installing a wheel writes the ``.pyc`` files of its modules; an editable install does not,
 and with ``PYTHONDONTWRITEBYTECODE=1`` (set in some environments, this project's sandbox among them) no
 process ever writes them, so every new Ray worker process that imports Atoll compiled its ~180 modules
@@ -61,6 +68,8 @@ FIRST_TARGET = 0.5
 #: seconds every first-result run (either side) waits before it starts: the processes of the actors killed
 #: before it exit meanwhile, so that each run starts from the same state of Ray's worker pool
 SETTLE_S = 1.0
+#: cold first-result runs measured again with the CPU of every process sampled (``pool_cpu``), per variant
+CPU_RUNS = 2
 
 
 def compile_bytecode() -> tuple:
@@ -287,6 +296,22 @@ def run(opts: Options) -> Result:
         for _ in range(runs):  # interleaved: the machine's load falls on every variant alike
             for name, fn in cold_variants.items():
                 colds[name].append(fn())
+        progress("first results, cold: CPU per process")
+        from .pool_cpu import CpuSampler
+
+        cpu_runs: Dict[str, list] = {k: [] for k in cold_variants}
+        for _ in range(min(runs, CPU_RUNS)):  # runs of their own: the sampling costs CPU
+            for name, fn in cold_variants.items():
+                sampler = CpuSampler()
+                if name != "atoll-local":
+                    fresh_ray_mat()  # as in the timed cold runs: no Atoll actor alive
+                time.sleep(SETTLE_S)
+                with sampler:
+                    if name == "ray-data":
+                        ray_data_first(n)
+                    else:
+                        atoll_first(mats["ray"] if name != "atoll-local" else lmat, n, island=name == "atoll")
+                cpu_runs[name].append(sampler.report())
         progress("first results, warm")
         fresh_ray_mat()
         atoll_first(mats["ray"], n)  # cold: leaves its actors warm for the next runs
@@ -346,6 +371,16 @@ def run(opts: Options) -> Result:
     for k, what in cold_what.items():
         share = min(colds[k]) / first_rd
         out(f"  {k:<15} {min(colds[k]):.2f}s = {share:.2f}x ({verdict(share)}); {what}; runs {runs_of(colds[k])}")
+    from .pool_cpu import summary
+
+    def cpu_total(rep) -> float:
+        return rep[0] + sum(r[1] for r in rep[1])
+
+    cpu_best = {k: min(v, key=cpu_total) for k, v in cpu_runs.items()}
+    out("CPU to the first result, cold (separate runs, every process of the Ray session and the driver sampled; "
+        "* = process started during the run):")
+    for k, rep in cpu_best.items():
+        out(f"  {k:<15} {summary(*rep)}; {cpu_total(rep) / cpu_total(cpu_best['ray-data']):.2f}x ray-data's")
     out(f"most elements held by the atoll stage: {held} (bound {ACTORS * 2 * BATCH})")
     res.rows = [{"variant": k, "times_s": times[k], "best_s": best[k], "elements_per_s": rates[k]} for k in variants]
     res.summary = {"atoll_over_ray_data": ratio, "throughput_target_met": ratio >= THROUGHPUT_TARGET,
@@ -362,7 +397,9 @@ def run(opts: Options) -> Result:
                    "first_cold_target_met": {k: min(v) / first_rd < FIRST_TARGET for k, v in colds.items()
                                              if k != "ray-data"},
                    "atoll_cold_run_s": times["atoll"][0], "atoll_cold_over_ray_data": cold_rate / rates["ray-data"],
-                   "max_held": held, "held_bound": ACTORS * 2 * BATCH}
+                   "max_held": held, "held_bound": ACTORS * 2 * BATCH,
+                   "first_result_cold_cpu_s": {k: {"driver": rep[0], "processes": rep[1], "total": cpu_total(rep)}
+                                               for k, rep in cpu_best.items()}}
     for note in res.notes:
         out(f"note: {note}")
     return res
