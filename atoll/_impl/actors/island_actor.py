@@ -331,10 +331,14 @@ class IslandActor:
 
     # ------------------------------------------------------------------ channel signals (publisher side)
     @ray.method(concurrency_group="signals")
-    def subscribe(self, ch: int, subscriber_actor) -> None:
+    def subscribe(self, ch: int, subscriber_actor, n: int = 0) -> None:
+        """The subscriber's island subscribes to channel ``ch``; ``n`` > 0: with its request #0 of ``n`` elements."""
         b = self.outputs.get(ch)
         if b is not None:
-            b.publisher_ref.subscribe(RemoteSubscriberRef(subscriber_actor, ch))
+            if n > 0:
+                b.publisher_ref.subscribe_with_request(RemoteSubscriberRef(subscriber_actor, ch), n)
+            else:
+                b.publisher_ref.subscribe(RemoteSubscriberRef(subscriber_actor, ch))
 
     @ray.method(concurrency_group="signals", enable_task_events=False, num_returns=0)
     def request(self, ch: int, n: int, seq: int, acked=None) -> None:

@@ -23,6 +23,8 @@ class RemotePublisherRef:
 
     #: the subscriber confirms received frames (with its requests, or ``ack`` every half ``window``)
     windowed = True
+    #: the subscriber's first request goes with ``subscribe`` (one call less before the first frame)
+    request_on_subscribe = True
 
     def __init__(self, actor, ch: int, own_actor, window: int = 8):
         self.actor = actor
@@ -30,9 +32,10 @@ class RemotePublisherRef:
         self.own_actor = own_actor
         self.window = window  # frames the publisher keeps in flight unconfirmed (the channel window)
 
-    def subscribe(self, _local_subscriber) -> None:
+    def subscribe(self, _local_subscriber, n: int = 0) -> None:
+        """Subscribe; ``n`` > 0 is request #0 of ``n`` elements, carried by the same call."""
         # the publisher's island answers to our actor, which routes by channel id
-        self.actor.subscribe.remote(self.ch, self.own_actor)
+        self.actor.subscribe.remote(self.ch, self.own_actor, n)
 
     def request(self, n: int, seq: int, acked=None) -> None:
         self.actor.request.remote(self.ch, n, seq, acked)

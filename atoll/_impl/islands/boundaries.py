@@ -118,12 +118,16 @@ class ChannelBarrier:
 
 
 class CallbackPublisherRef:
-    """Publisher ref whose methods are the boundary's async callbacks (in-process transport)."""
+    """Publisher ref whose methods are the boundary's async callbacks (in-process transport).
+    ``subscribe_with_request(subscriber, n)`` is a subscription whose first request (#0, ``n`` elements) came
+    with it (transports where a signal costs a hop, see ``InputBoundary.pre_start``)."""
 
-    __slots__ = ("subscribe", "request", "cancel", "ack")
+    __slots__ = ("subscribe", "subscribe_with_request", "request", "cancel", "ack")
 
     def __init__(self, logic: "OutputBoundary"):
         self.subscribe = logic.get_async_callback(logic._on_subscribe).invoke
+        sub_req = logic.get_async_callback(logic._on_subscribe_with_request)
+        self.subscribe_with_request = lambda subscriber, n: sub_req.invoke((subscriber, n))
         req = logic.get_async_callback(logic._on_request).invoke
         self.request = lambda n, seq, acked=None: req((n, seq, acked))
         self.cancel = logic.get_async_callback(logic._on_cancel).invoke
@@ -194,6 +198,15 @@ class OutputBoundary(GraphStageLogic, InHandler):
             self._signal_terminal()
         elif self.frame_signals:
             self._interpreter.host.mark_dirty(self)
+
+    def _on_subscribe_with_request(self, subscriber_n) -> None:
+        """A subscription that carries the subscriber's request #0 (one hop less before the first frame): as
+        ``_on_subscribe`` followed by ``request(n)``; a refused second subscriber's request is not counted."""
+        subscriber, n = subscriber_n
+        accepted = self.subscriber is None
+        self._on_subscribe(subscriber)
+        if accepted:
+            self._on_request((n, 0, None))
 
     def _on_request(self, n_seq_acked) -> None:
         n, seq, acked = n_seq_acked
@@ -499,7 +512,16 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.subscriber_ref = CallbackSubscriberRef(self)
 
     def pre_start(self) -> None:
-        self.publisher.subscribe(self.subscriber_ref)
+        pub = self.publisher
+        if getattr(pub, "request_on_subscribe", False):
+            # the first request travels with the subscription instead of answering ``on_subscribe``: on a
+            # transport where each signal is a call between processes this saves a hop before the first frame
+            self.early_request = True
+            self.outstanding += self.size
+            self.request_seq = 1
+            pub.subscribe(self.subscriber_ref, self.size)
+        else:
+            pub.subscribe(self.subscriber_ref)
 
     # ------------------------------------------------------------------ signals from the publisher
     def _on_subscribe(self, upstream) -> None:
@@ -511,7 +533,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
         window = getattr(upstream, "window", None)
         if window:
             self.ack_every = max(1, window // 2)
-        if not self.upstream_done:
+        if not self.upstream_done and not self.early_request:
             self._request(self.size)
 
     def _request(self, n: int) -> None:
@@ -608,6 +630,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.fail_stage(exc)
 
     # ------------------------------------------------------------------ downstream side
+    #: the first request went out with the subscription (``pre_start``), not in answer to ``on_subscribe``
+    early_request = False
     #: chunk form: downstream takes lists of elements, as many as buffered and its pull accepts (and
     #: never past a signal that is due in between). A handed-out chunk counts as consumed at once, so
     #: while downstream works through it the buffer refills: the island then holds up to two buffers'
