@@ -377,8 +377,9 @@ def run(opts: Options) -> Result:
         return rep[0] + sum(r[1] for r in rep[1])
 
     cpu_best = {k: min(v, key=cpu_total) for k, v in cpu_runs.items()}
-    out("CPU to the first result, cold (separate runs, every process of the Ray session and the driver sampled; "
-        "* = process started during the run):")
+    out(f"CPU to the first result, cold (runs of their own, of {min(runs, CPU_RUNS)} per variant the one with the least "
+        "CPU; every process of the Ray session and the driver sampled; * = process started during the run, counted "
+        "with its start; a worker Ray had started idle before the run counts without it):")
     for k, rep in cpu_best.items():
         out(f"  {k:<15} {summary(*rep)}; {cpu_total(rep) / cpu_total(cpu_best['ray-data']):.2f}x ray-data's")
     out(f"most elements held by the atoll stage: {held} (bound {ACTORS * 2 * BATCH})")
