@@ -39,13 +39,28 @@ objects, and columns cost the sender 2-4x more. Typed buffers for int/float colu
 columns were measured too and were slower to encode for no gain in decoding; Arrow record batches lose Python
 types (``int`` vs ``bool``, nested values) and cost ~5 ms per frame to build. ``benchmarks/channel_rows.py``
 measures both encodings end to end.
+
+**Numeric frames.** A frame of at least ``NUMERIC_MIN`` elements that are all exact ``int`` (not ``bool``, not a
+subclass, not a numpy integer) within int32, or all exact ``float``, optionally followed by up to two boundary tail
+items, travels as its kind (int32 or float64) and one bytes value holding the elements as little-endian machine
+values (``struct.pack``), then the tail items as themselves; the receiver reads them back with ``array.frombytes``
++ ``tolist``: the same ints and floats (a float's bits exactly: ``-0.0``, ``nan``, ``inf``). A ``bool``, any other
+type or an int past int32 among the elements sends the frame the usual way. Ints past int32 are left to msgpack on
+purpose: ``struct`` converts an int of two or more 30-bit digits several times slower (int64 packing measured
+~77 us per 4096 against msgpack's ~50 us). The exact-type check (``list(map(type, frame)).count``) is about half
+the encoding cost. Measured per frame of 4096 (A/B in one process, medians): ints between 65536 and 2**31 encode in
+~46 us against ~49 us and decode in ~35 us against ~46 us, 20% smaller (msgpack spends five bytes on each; a
+16384-element frame stays under the byte budget); floats ~44 us against ~52 us and ~36 us against ~50 us; ints
+below 65536 (one to three msgpack bytes) encode ~7 us slower and decode ~9 us faster.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import gc
 import os
+import struct
 import sys
+from array import array as _array
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cloudpickle
@@ -58,6 +73,9 @@ EXT_TUPLE = 3
 EXT_DATETIME = 4
 #: a ``date`` (exactly that type): its pickled state
 EXT_DATE = 5
+#: a numeric frame's kind (module docstring): its elements are little-endian int32 / float64 values
+NUM_INT32 = 0
+NUM_FLOAT64 = 1
 
 #: the size of a datetime's pickled state (``datetime(state[, tzinfo])`` makes it again, ~55 ns; a date's: 4 bytes)
 _DT_STATE = 10
@@ -74,6 +92,21 @@ COLUMNS = os.environ.get("ATOLL_FRAME_COLUMNS", "1") != "0"
 COLUMNS_MIN_ROWS = 8
 #: frames with up to this many trailing non-dict items (boundary tails) still go as columns
 MAX_TAIL = 2
+#: numeric frames on (``ATOLL_FRAME_NUMERIC=0`` or :func:`set_numeric` turns them off for the frames that process
+#: sends; decoding reads both)
+NUMERIC = os.environ.get("ATOLL_FRAME_NUMERIC", "1") != "0"
+#: a frame of at least this many numbers goes as a numeric frame (below, the check and the pack cost more than the
+#: decoding saves: measured encode + decode break even between 256 and 384 ints)
+NUMERIC_MIN = 256
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+_struct_error = struct.error
+#: array typecodes of the numeric kinds (``i`` is 4 bytes and ``d`` 8 on every platform Ray runs on)
+_TYPECODES = ("i", "d")
+_BIG_ENDIAN = sys.byteorder == "big"
+#: ``struct.Struct`` per (kind, count): packing through one skips the format string's build and cache lookup
+_STRUCTS: Dict[Tuple[int, int], struct.Struct] = {}
+_MAX_STRUCTS = 64
 
 _np = None
 _pa = None
@@ -202,6 +235,67 @@ def _ext_hook(refs: list):
     return ext_hook
 
 
+def _numbers(kind: int, data: bytes) -> list:
+    """The elements of a numeric frame: exact ``int``/``float`` values."""
+    a = _array(_TYPECODES[kind])
+    a.frombytes(data)
+    if _BIG_ENDIAN:  # pragma: no cover - the values travel little-endian
+        a.byteswap()
+    return a.tolist()
+
+
+def _struct(kind: int, n: int) -> struct.Struct:
+    st = _STRUCTS.get((kind, n))
+    if st is None:
+        if len(_STRUCTS) >= _MAX_STRUCTS:
+            _STRUCTS.clear()
+        st = _STRUCTS[(kind, n)] = struct.Struct(f"<{n}{_TYPECODES[kind]}")
+    return st
+
+
+def numeric_of(frame: List[Any]) -> Optional[Tuple[int, bytes, list]]:
+    """``(kind, data, tail)`` when ``frame`` is at least ``NUMERIC_MIN`` exact ``int`` values within int32 or exact
+    ``float`` values, followed by at most ``MAX_TAIL`` items of other types (``tail``); ``None`` otherwise."""
+    n = len(frame)
+    if n < NUMERIC_MIN or not NUMERIC:
+        return None
+    t = type(frame[0])
+    if t is not int and t is not float:
+        return None
+    tail: list = []
+    if type(frame[n - 1]) is not t:
+        k = 1  # trailing items of other types (frame[0] is of type t, so this stops before it)
+        while k <= MAX_TAIL and type(frame[n - 1 - k]) is not t:
+            k += 1
+        if k > MAX_TAIL:
+            return None
+        tail = frame[n - k:]
+        frame = frame[:n - k]
+        n -= k
+        if n < NUMERIC_MIN:
+            return None
+    # ints past int32 go the usual way: struct converts an int of more than one 30-bit digit ~4x slower than one of
+    # one digit, and msgpack then encodes faster than the type check and the pack together (first and last
+    # element here, before the check; any other element by the pack)
+    if t is int and not (_INT32_MIN <= frame[0] <= _INT32_MAX and _INT32_MIN <= frame[n - 1] <= _INT32_MAX):
+        return None
+    if list(map(type, frame)).count(t) != n:
+        return None  # another type among the elements (bool, a subclass, numpy scalars ...)
+    if t is float:
+        return NUM_FLOAT64, _struct(NUM_FLOAT64, n).pack(*frame), tail
+    try:
+        return NUM_INT32, _struct(NUM_INT32, n).pack(*frame), tail
+    except _struct_error:
+        return None  # an element past int32
+
+
+def set_numeric(enabled: bool) -> None:
+    """Send frames of plain ints/floats as numeric frames (the default) or the usual way, from this process on (for
+    measurements)."""
+    global NUMERIC
+    NUMERIC = bool(enabled)
+
+
 def set_columns(enabled: bool) -> None:
     """Send rows as columns (the default) or row by row, from this process on (for measurements)."""
     global COLUMNS
@@ -258,18 +352,26 @@ from ..._rows import rows_of  # noqa: E402 - the builder of columnar frames (sha
 
 def encode(frame: List[Any]) -> Tuple[bytes, list]:
     """``frame`` -> (payload, object refs); rows sharing their keys go as columns (``[keys, tail, *columns]``),
-    anything else as ``[frame]``."""
+    plain numbers as ``[kind, data, tail]``, anything else as ``[frame]``."""
     refs: list = []
     cols = columns_of(frame)
-    body = [frame] if cols is None else [cols[0], cols[2], *cols[1]]
+    if cols is not None:
+        body = [cols[0], cols[2], *cols[1]]
+    else:
+        nums = numeric_of(frame)
+        body = [frame] if nums is None else list(nums)
     payload = msgpack.packb(body, default=_encoder(refs), strict_types=True, use_bin_type=True)
     return payload, refs
 
 
 def _frame_of(body: list, start: int) -> List[Any]:
-    """The frame in ``body[start:]``: ``[frame]`` or ``[keys, tail, *columns]``."""
+    """The frame in ``body[start:]``: ``[frame]``, ``[kind, data, tail]`` or ``[keys, tail, *columns]``."""
     if len(body) == start + 1:
         return body[start]
+    if type(body[start]) is int:
+        frame = _numbers(body[start], body[start + 1])
+        frame += body[start + 2]
+        return frame
     return rows_of(body[start], body[start + 2:], body[start + 1])
 
 
@@ -284,7 +386,16 @@ def encode_message(ch: int, seq: int, frame: List[Any]) -> Tuple[bytes, list]:
     deserializes each call argument separately)."""
     refs: list = []
     cols = columns_of(frame)
-    body = [ch, seq, frame] if cols is None else [ch, seq, cols[0], cols[2], *cols[1]]
+    if cols is not None:
+        body = [ch, seq, cols[0], cols[2], *cols[1]]
+    else:
+        nums = numeric_of(frame)
+        if nums is None:
+            body = [ch, seq, frame]
+        elif nums[2]:
+            body = [ch, seq, nums[0], nums[1], nums[2]]
+        else:  # ints, floats and bytes only: no extension hook needed
+            return msgpack.packb([ch, seq, nums[0], nums[1]], use_bin_type=True), refs
     payload = msgpack.packb(body, default=_encoder(refs), strict_types=True, use_bin_type=True)
     return payload, refs
 
@@ -292,6 +403,13 @@ def encode_message(ch: int, seq: int, frame: List[Any]) -> Tuple[bytes, list]:
 def decode_message(payload: bytes, refs: Optional[list]) -> Tuple[int, int, List[Any]]:
     """(payload, object refs) of ``encode_message`` -> (channel id, sequence number, frame)."""
     body = msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False, use_list=True)
-    if len(body) == 3:
+    n = len(body)
+    if n == 3:
         return body[0], body[1], body[2]
+    if n == 4:  # numbers
+        return body[0], body[1], _numbers(body[2], body[3])
+    if type(body[2]) is int:  # numbers and their tail
+        frame = _numbers(body[2], body[3])
+        frame += body[4]
+        return body[0], body[1], frame
     return body[0], body[1], rows_of(body[2], body[4:], body[3])
