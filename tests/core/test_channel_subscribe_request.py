@@ -115,3 +115,36 @@ def test_publisher_sends_no_more_than_request_0_and_counts_requests_on_from_1(ma
     rest = _frames(actor, 3, len(first))
     assert [x for f in rest for x in f] == [5, 6, 7]
     assert actor.calls.get(timeout=5) == ("on_complete", (CH,))
+
+
+class _EarlyWindowedPublisher(_EarlyPublisher):
+    """As ``_EarlyPublisher`` with a window of unconfirmed frames (requests carry the frames received)."""
+
+    windowed = True
+    window = 2
+
+    def request(self, n: int, seq: int, acked=None) -> None:
+        self.calls.put(("request", n, seq, acked))
+
+    def ack(self, received: int) -> None:
+        self.calls.put(("ack", received))
+
+
+def test_frames_arriving_before_on_subscribe_are_taken_confirmed_and_answered_with_requests(mat):
+    # on Ray, frames come in the receiver's ``data`` call group and ``on_subscribe`` in ``signals``: frames sent
+    # for request #0 may overtake the publisher's ``on_subscribe``
+    pub = _EarlyWindowedPublisher()
+    sink = Source.from_graph(_InputSource(pub, 4)).run_with(TestSink.probe(), mat)
+    assert pub.calls.get(timeout=5) == ("subscribe", 4)
+    pub.subscriber.on_next(0, [1, 2])
+    sink.request(2)
+    sink.expect_next(1, 2)
+    # half the buffer consumed: request #1, confirming the frame received, with no on_subscribe seen yet
+    assert pub.calls.get(timeout=5) == ("request", 2, 1, 1)
+    pub.subscriber.on_subscribe(pub)  # the confirmation arrives late: nothing more happens
+    pub.subscriber.on_next(1, [3, 4, 5, 6])
+    pub.subscriber.on_complete()
+    sink.request(10)
+    sink.expect_next(3, 4, 5, 6)
+    sink.expect_complete()
+    assert pub.calls.empty()

@@ -515,25 +515,33 @@ class InputBoundary(GraphStageLogic, OutHandler):
         pub = self.publisher
         if getattr(pub, "request_on_subscribe", False):
             # the first request travels with the subscription instead of answering ``on_subscribe``: on a
-            # transport where each signal is a call between processes this saves a hop before the first frame
+            # transport where each signal is a call between processes this saves a hop before the first frame.
+            # The subscription is taken as made now: frames travel in another call group than ``on_subscribe``
+            # and may arrive before it, and their acks and the next requests need the upstream already.
             self.early_request = True
+            self._subscribed(pub)
             self.outstanding += self.size
             self.request_seq = 1
             pub.subscribe(self.subscriber_ref, self.size)
         else:
             pub.subscribe(self.subscriber_ref)
 
-    # ------------------------------------------------------------------ signals from the publisher
-    def _on_subscribe(self, upstream) -> None:
-        if self.upstream is not None:
-            upstream.cancel(SpecViolationError(f"{self}: already subscribed (rule 2.5)"))
-            return
+    def _subscribed(self, upstream) -> None:
         self.upstream = upstream
         self.acks = getattr(upstream, "windowed", False)
         window = getattr(upstream, "window", None)
         if window:
             self.ack_every = max(1, window // 2)
-        if not self.upstream_done and not self.early_request:
+
+    # ------------------------------------------------------------------ signals from the publisher
+    def _on_subscribe(self, upstream) -> None:
+        if self.early_request and upstream is self.upstream:
+            return  # the publisher confirms the subscription taken as made at start
+        if self.upstream is not None:
+            upstream.cancel(SpecViolationError(f"{self}: already subscribed (rule 2.5)"))
+            return
+        self._subscribed(upstream)
+        if not self.upstream_done:
             self._request(self.size)
 
     def _request(self, n: int) -> None:
