@@ -27,6 +27,11 @@ flight, while the channel's demand stops at the input buffer (65536 elements = 4
 deeper pipeline against a shallower one. Atoll's clock also holds the channel's start (the subscription, which
 carries the first request: one call before the first frame) and the future's way back to the driver (the island
 actor's ``poll``), a few milliseconds that raw Ray's loop does not have.
+
+The issue's target is for the *steady state*, so at frame 4096 the fold variants also run with ``N_STEADY``
+elements, and the steady rate of each side is its marginal rate, ``(N_STEADY - n) / (best at N_STEADY - best at
+n)``: the fixed costs at the start and end of a run (Atoll's subscription and poll; raw Ray's first calls)
+cancel out on both sides alike. The target line reports that ratio; the rates at ``n`` stay in the table.
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ from ._common import (Options, Result, Table, fmt_rate, fmt_ratio, fmt_secs, out
 
 N = 1_000_000
 N_QUICK = 100_000
+N_STEADY = 8 * N  # the second length of the steady-state (marginal) rate at the target frame
 FRAMES = (16384, 4096)  # the materializer's default frame size first
 TARGET_FRAME = 4096  # issue 9: the channel target holds at frame 4096
 WINDOW = 16
@@ -137,6 +143,17 @@ def run(opts: Options) -> Result:
                         res.ok = False
                         res.notes.append(f"{name} frame={frame}: {case['islands']} islands, expected 2")
                     rows.append(case)
+                if frame == TARGET_FRAME:  # the steady state: the same fold at a second length, both sides
+                    big = n * N_STEADY // N
+                    progress(f"channel/steady n={big:,}")
+                    raw_big = _raw_row(big, frame, runs, "fold")
+                    atoll_big = _atoll_case(mat, big, "fold", runs)
+                    raw_small = raws["raw-ray-fold"]
+                    atoll_small = next(r for r in rows if r.get("variant") == "atoll-fold" and r["frame"] == frame)
+                    steady = {"n": n, "n_steady": big,
+                              "raw": (big - n) / (raw_big["best_s"] - raw_small["best_s"]),
+                              "atoll": (big - n) / (atoll_big["best_s"] - atoll_small["best_s"]),
+                              "raw_big_best_s": raw_big["best_s"], "atoll_big_best_s": atoll_big["best_s"]}
             finally:
                 mat.shutdown()
     finally:
@@ -160,15 +177,19 @@ def run(opts: Options) -> Result:
 
     default = next(r for r in rows if r["variant"] == "atoll-fold" and r["frame"] == FRAMES[0])
     target = next(r for r in rows if r["variant"] == "atoll-fold" and r["frame"] == TARGET_FRAME)
-    ratio, rate = target["vs_raw"], target["elements_per_s"]
+    ratio, rate = steady["atoll"] / steady["raw"], steady["atoll"]
     met = ratio >= TARGET_RATIO and rate >= TARGET_RATE
-    res.summary = {"atoll_fold_elements_per_s": rate, "atoll_fold_over_raw": ratio,
-                   "atoll_fold_over_raw_sum": target["vs_raw_sum"], "target_frame": TARGET_FRAME, "target_met": met,
+    res.summary = {"steady": steady, "steady_atoll_over_raw": ratio, "steady_target_met": met,
+                   "atoll_fold_elements_per_s": target["elements_per_s"], "atoll_fold_over_raw": target["vs_raw"],
+                   "atoll_fold_over_raw_sum": target["vs_raw_sum"], "target_frame": TARGET_FRAME,
                    "default_frame_atoll_fold_over_raw": default["vs_raw"],
                    **{f"{r['variant']}_{r['frame']}_elements_per_s": r["elements_per_s"] for r in rows}}
-    out(f"atoll-fold at frame {TARGET_FRAME}: {fmt_rate(rate)} elements/s = {ratio:.2f}x raw Ray with the same work "
-        f"({target['vs_raw_sum']:.2f}x raw-ray-sum) (target >= {TARGET_RATIO}x and >= {fmt_rate(TARGET_RATE)}/s: "
-        f"{'met' if met else 'NOT met'})")
+    out(f"atoll-fold at frame {TARGET_FRAME}, n={n:,}: {fmt_rate(target['elements_per_s'])} elements/s = "
+        f"{target['vs_raw']:.2f}x raw Ray with the same work ({target['vs_raw_sum']:.2f}x raw-ray-sum), fixed start "
+        "and end costs included")
+    out(f"steady state at frame {TARGET_FRAME} (marginal rate between n={steady['n']:,} and {steady['n_steady']:,}, "
+        f"best times): atoll-fold {fmt_rate(rate)} elements/s, raw-ray-fold {fmt_rate(steady['raw'])} = "
+        f"{ratio:.2f}x (target >= {TARGET_RATIO}x and >= {fmt_rate(TARGET_RATE)}/s: {'met' if met else 'NOT met'})")
     out(f"atoll-fold at the default frame {FRAMES[0]}: {fmt_rate(default['elements_per_s'])} elements/s = "
         f"{default['vs_raw']:.2f}x raw Ray with the same work (no target; see the module docstring)")
     for note in res.notes:
