@@ -7,8 +7,6 @@ records its calls; the test decodes the frames as the receiving island does, con
 checks what arrived: frame sizes, elements, signals and the terminal call, in order. No Ray is started."""
 from __future__ import annotations
 
-import queue
-from types import SimpleNamespace
 
 import pytest
 
@@ -17,19 +15,9 @@ from atoll._impl.actors.codec import decode_message
 from atoll._impl.actors.refs import RemoteSubscriberRef
 from atoll._impl.islands.boundaries import (FRAME_BYTES, MAX_DEMAND, ChannelBarrier, FrameSignals, OutputBoundary)
 from atoll._impl.ops.base import SinkStage
+from channel_kit import RecordingActor
 
 CH = 7
-
-
-class _RecordingActor:
-    """Stands in for the subscribing island's actor: every ``method.remote(*args)`` is queued as (method, args)."""
-
-    def __init__(self):
-        self.calls: queue.Queue = queue.Queue()
-
-    def __getattr__(self, name):
-        calls = self.calls
-        return SimpleNamespace(remote=lambda *args: calls.put((name, args)))
 
 
 class _BarrierBoundary(OutputBoundary):
@@ -68,7 +56,7 @@ class _FrameSink(SinkStage):
 def _receive(source, mat, max_frame: int, every: int = 0):
     """Run ``source`` into a frame sink; returns (frames as (payload bytes, elements, signals), terminal call, the
     boundary). Every frame is confirmed as it is read; demand is unbounded."""
-    actor = _RecordingActor()
+    actor = RecordingActor()
     logic = source.to_mat(_FrameSink(actor, max_frame, every), Keep.right).run(mat)
     name, args = actor.calls.get(timeout=10)
     assert (name, args) == ("on_subscribe", (CH,))

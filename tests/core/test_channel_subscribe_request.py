@@ -7,7 +7,6 @@ numbering going on at #1, a refused second subscriber's request not counted). No
 from __future__ import annotations
 
 import queue
-from types import SimpleNamespace
 
 from atoll import Keep, Sink, Source
 from atoll._impl.actors.codec import decode_message
@@ -16,19 +15,9 @@ from atoll._impl.islands.boundaries import InputBoundary, OutputBoundary
 from atoll._impl.ops.base import SinkStage, SourceStage
 from atoll.errors import SpecViolationError
 from atoll.testkit import TestSink
+from channel_kit import RecordingActor
 
 CH = 3
-
-
-class _RecordingActor:
-    """Stands in for a peer island's actor: every ``method.remote(*args)`` is queued as (method, args)."""
-
-    def __init__(self):
-        self.calls: queue.Queue = queue.Queue()
-
-    def __getattr__(self, name):
-        calls = self.calls
-        return SimpleNamespace(remote=lambda *args: calls.put((name, args)))
 
 
 class _EarlyPublisher:
@@ -99,13 +88,13 @@ def _frames(actor, until_elements: int, first_seq: int = 0) -> list:
 
 def test_publisher_sends_no_more_than_request_0_and_counts_requests_on_from_1(mat):
     boundary = Source.range(0, 8).to_mat(_OutputSink(), Keep.right).run(mat)
-    actor = _RecordingActor()
+    actor = RecordingActor()
     boundary.publisher_ref.subscribe_with_request(RemoteSubscriberRef(actor, CH), 5)
     assert actor.calls.get(timeout=5) == ("on_subscribe", (CH,))
     first = _frames(actor, 5)
     assert [x for f in first for x in f] == [0, 1, 2, 3, 4]
     boundary.publisher_ref.ack(len(first))
-    second = RemoteSubscriberRef(_RecordingActor(), CH + 1)  # a second subscriber is refused ...
+    second = RemoteSubscriberRef(RecordingActor(), CH + 1)  # a second subscriber is refused ...
     boundary.publisher_ref.subscribe_with_request(second, 100)
     assert second.actor.calls.get(timeout=5) == ("on_subscribe", (CH + 1,))
     name, args = second.actor.calls.get(timeout=5)

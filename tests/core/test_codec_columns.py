@@ -8,30 +8,12 @@ from __future__ import annotations
 import collections
 import datetime
 import decimal
-import math
 
 import pytest
 
 from atoll._impl.actors import codec
 from atoll._impl.islands.boundaries import FrameSignals, FrameTimestamps
-
-
-def same(a, b) -> bool:
-    """``a`` and ``b`` equal with the same types all the way down, dict keys in the same order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(ka, kb) for ka, kb in zip(a, b)) and all(
-            same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    if isinstance(a, float):
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    if isinstance(a, (FrameSignals, FrameTimestamps)):
-        return same(getattr(a, a.__slots__[0]), getattr(b, b.__slots__[0]))
-    return a == b
+from channel_kit import same
 
 
 def roundtrip(frame):

@@ -14,22 +14,8 @@ import pytest
 
 from atoll._impl.actors import codec
 from atoll._impl.islands.boundaries import FrameSignals, FrameTimestamps
+from channel_kit import same
 
-
-
-def same(a, b) -> bool:
-    """``a`` and ``b`` equal with the same types all the way down (a float's sign and nan-ness too)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    if isinstance(a, float):
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    if isinstance(a, (FrameSignals, FrameTimestamps)):
-        return same(getattr(a, a.__slots__[0]), getattr(b, b.__slots__[0]))
-    return a == b
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
