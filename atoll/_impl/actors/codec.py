@@ -262,18 +262,11 @@ def numeric_of(frame: List[Any]) -> Optional[Tuple[int, bytes, list]]:
     t = type(frame[0])
     if t is not int and t is not float:
         return None
-    tail: list = []
-    if type(frame[n - 1]) is not t:
-        k = 1  # trailing items of other types (frame[0] is of type t, so this stops before it)
-        while k <= MAX_TAIL and type(frame[n - 1 - k]) is not t:
-            k += 1
-        if k > MAX_TAIL:
-            return None
-        tail = frame[n - k:]
-        frame = frame[:n - k]
-        n -= k
-        if n < NUMERIC_MIN:
-            return None
+    split = _split_tail(frame, t, NUMERIC_MIN)
+    if split is None:
+        return None
+    frame, tail = split
+    n = len(frame)
     # ints past int32 go the usual way: struct converts an int of more than one 30-bit digit ~4x slower than one of
     # one digit, and msgpack then encodes faster than the type check and the pack together (first and last
     # element here, before the check; any other element by the pack)
@@ -287,6 +280,21 @@ def numeric_of(frame: List[Any]) -> Optional[Tuple[int, bytes, list]]:
         return NUM_INT32, _struct(NUM_INT32, n).pack(*frame), tail
     except _struct_error:
         return None  # an element past int32
+
+
+def _split_tail(frame: List[Any], body_type: type, least: int) -> Optional[Tuple[List[Any], list]]:
+    """``(body, tail)``: ``frame`` less its trailing items of types other than ``body_type`` (boundary tail items,
+    at most ``MAX_TAIL``; ``frame[0]`` is of ``body_type``, so the search stops before it); ``None`` when more
+    trail or fewer than ``least`` elements remain."""
+    n = len(frame)
+    k = 0
+    while k <= MAX_TAIL and type(frame[n - 1 - k]) is not body_type:
+        k += 1
+    if not k:
+        return frame, []
+    if k > MAX_TAIL or n - k < least:
+        return None
+    return frame[:n - k], frame[n - k:]
 
 
 def set_numeric(enabled: bool) -> None:
@@ -309,18 +317,11 @@ def columns_of(frame: List[Any]) -> Optional[Tuple[list, list, list]]:
     n = len(frame)
     if n < COLUMNS_MIN_ROWS or type(frame[0]) is not dict or not COLUMNS:
         return None
-    tail: list = []
-    t = 0  # trailing non-dict items (frame[0] is a dict, so this stops before it)
-    while t <= MAX_TAIL and type(frame[n - 1 - t]) is not dict:
-        t += 1
-    if t:
-        if t > MAX_TAIL:
-            return None
-        tail = frame[n - t:]
-        frame = frame[:n - t]
-        n -= t
-        if n < COLUMNS_MIN_ROWS:
-            return None
+    split = _split_tail(frame, dict, COLUMNS_MIN_ROWS)
+    if split is None:
+        return None
+    frame, tail = split
+    n = len(frame)
     first = frame[0]
     width = len(first)
     if not width:
