@@ -276,27 +276,12 @@ class PaneSlidingEngine(WindowEngine):
                         # subtract-on-evict (sum, count): the running sum of the previous window's overlap with
                         # this one gets the panes in [hi, end), is the value, then loses the panes before the next
                         # window's start; only ints, which add and subtract exactly
-                        starts, panes = kp.starts, kp.panes
-                        run = kp.run
-                        if run is not None and kp.run_lo == start:
-                            i = bisect_left(starts, kp.hi)
-                        else:                     # the first window of the key since a gap or a late element
-                            run = 0
-                            i = bisect_left(starts, start)
-                        n = len(starts)
-                        while i < n:
-                            ps = starts[i]
-                            if ps >= end:
-                                break
-                            a = panes[ps]
-                            if type(a) is not int:
-                                run = None
-                                break
-                            run += a
-                            i += 1
+                        run = kp.running_sum(start, end)
                         if run is not None:
                             acc = run
                             nxt = start + slide
+                            starts, panes = kp.starts, kp.panes
+                            n = len(starts)
                             i = bisect_left(starts, start)
                             while i < n:
                                 ps = starts[i]
@@ -418,21 +403,9 @@ class PaneSlidingEngine(WindowEngine):
                         return done
                     run += a
             else:
-                if run is None or kp.run_lo != start:   # the first window of the key since a gap or a late element
-                    run = 0
-                    i = bisect_left(starts, start)
-                else:
-                    i = bisect_left(starts, kp.hi)
-                n = len(starts)
-                while i < n:
-                    ps = starts[i]
-                    if ps >= end:
-                        break
-                    a = panes[ps]
-                    if type(a) is not int:
-                        return done
-                    run += a
-                    i += 1
+                run = kp.running_sum(start, end)
+                if run is None:
+                    return done
             done += 1
             rec = new(Window)   # make_window inline
             set_key(rec, kp.key)

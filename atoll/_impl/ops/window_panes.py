@@ -164,6 +164,29 @@ class KeyPanes:
         back_acc.clear()
         self.back_agg = None
 
+    def running_sum(self, start: Any, end: Any) -> Any:
+        """The int sum of the panes in ``[start, end)`` for the invertible helpers: ``run`` plus the panes from
+        ``hi`` when ``run`` covers ``[start, hi)``, else from the panes themselves; ``None`` at a pane whose
+        accumulator is not an int (nothing is changed)."""
+        starts, panes = self.starts, self.panes
+        run = self.run
+        if run is not None and self.run_lo == start:
+            i = bisect_left(starts, self.hi)
+        else:                     # the first window of the key since a gap or a late element
+            run = 0
+            i = bisect_left(starts, start)
+        n = len(starts)
+        while i < n:
+            ps = starts[i]
+            if ps >= end:
+                break
+            a = panes[ps]
+            if type(a) is not int:
+                return None
+            run += a
+            i += 1
+        return run
+
     def reader(self) -> "KeyPanes":
         """A FIFO of its own over these panes (read only), for a run of windows in increasing start order that
         must not move this one's FIFO (early firings of windows the on-time firings have not reached)."""
