@@ -32,6 +32,17 @@ def _expected(tables) -> list:
     return [[(r["id"], r["name"], r["at"].timestamp()) for r in t.to_pylist()] for t in tables]
 
 
+def _check_each_table_is_a_partition() -> list:
+    """Encode ``_tables()`` into a DataFrame and check it holds each table as one partition; the tables."""
+    tables = _tables()
+    df = arrow_refs_to_spark([ray.put(t) for t in tables], SCHEMA)
+    try:
+        assert _partitions(df) == _expected(tables)
+    finally:
+        release_frame(df)
+    return tables
+
+
 def _no_task():
     raise AssertionError("an encoding task was started")
 
@@ -40,12 +51,7 @@ def test_the_hub_encodes_when_there_is_one(spark, monkeypatch):
     spark_on_demand.start_hub()
     assert spark_on_demand.running_hub() is not None
     monkeypatch.setattr(spark_frames, "_encoder", _no_task)
-    tables = _tables()
-    df = arrow_refs_to_spark([ray.put(t) for t in tables], SCHEMA)
-    try:
-        assert _partitions(df) == _expected(tables)
-    finally:
-        release_frame(df)
+    tables = _check_each_table_is_a_partition()
     good, bad = tables[0], pa.table({"id": ["1"], "name": ["a"], "at": tables[0]["at"][:1]})
     with pytest.raises(SchemaMismatchError) as info:
         arrow_refs_to_spark([ray.put(t) for t in (good, good, bad, good, bad)], SCHEMA)
@@ -56,11 +62,6 @@ def test_without_a_hub_tasks_encode(spark):
     spark_on_demand.stop_hub()
     try:
         assert spark_on_demand.running_hub() is None
-        tables = _tables()
-        df = arrow_refs_to_spark([ray.put(t) for t in tables], SCHEMA)
-        try:
-            assert _partitions(df) == _expected(tables)
-        finally:
-            release_frame(df)
+        _check_each_table_is_a_partition()
     finally:
         spark_on_demand.start_hub()
