@@ -165,8 +165,9 @@ class IslandCheckpointer:
         #: exactly-once: an input that delivered barrier n waits for the cut; at-least-once (False): it goes
         #: on, so the cut (once every input saw n) holds effects of elements its source will replay
         self.aligned = aligned and not logged
-        #: logged (exactly-once, never blocking): cut at the first barrier or injection, then log each other
-        #: input until its barrier comes; the ack waits for the logs (Chandy-Lamport's channel recording)
+        #: logged (exactly-once, never waiting for a slow input): cut at the end of the turn that brought the
+        #: first barrier or injection (that input held until then), then log each other input until its
+        #: barrier comes; the ack waits for the logs (Chandy-Lamport's channel recording)
         self.logged = logged
         #: while logging: (the cut's snapshot bytes, the inputs being logged)
         self.logging: Optional[tuple] = None
@@ -245,12 +246,17 @@ class IslandCheckpointer:
 
     def barrier_reached(self, boundary: InputBoundary, checkpoint_id: int) -> Optional[bool]:
         """Barrier ``checkpoint_id`` arrived on input ``boundary``: None to drop it (a checkpoint given up, or a
-        stale barrier), True to hold the input there until the cut (aligned), False to let it go on."""
+        stale barrier), True to hold the input there until the cut, False to let it go on.
+
+        Exactly-once holds every input at its barrier until the cut: aligned waits there for the other inputs;
+        logged cuts at the end of the turn that brought the first barrier, and an input that delivered past
+        its barrier before that would leave effects of replayed elements in the snapshot. Once logged mode
+        has cut, later barriers only end their input's log. At-least-once and feedback inputs never wait."""
         if checkpoint_id <= self.done_upto:
             return None
         if self.pending is None or checkpoint_id > self.pending:
             self._begin(checkpoint_id)
-        return self.aligned and self.logging is None and id(boundary) not in self.feedback
+        return (self.aligned or self.logged) and self.logging is None and id(boundary) not in self.feedback
 
     def _begin(self, checkpoint_id: int) -> None:
         if self.pending is not None:
@@ -425,6 +431,9 @@ class IslandCheckpointer:
                 b.start_log(n)
             self.logging = (data, unlogged)
             self.waiting_since = None
+            for b in self.inputs:  # the inputs held at their barrier for the cut go on
+                if b.blocked_at is not None:
+                    b.release_barrier()
             if self.paused:
                 self._resume_sources()
             return

@@ -1,0 +1,110 @@
+"""Where an island's cut lands when a barrier arrives in the middle of a frame and downstream has demand for
+everything: exactly-once (``aligned`` and ``logged``) cuts with only the elements before the barrier
+delivered - ``logged`` never waits for a slow input, but it must not deliver past the barrier that starts the
+cut, or the snapshot would hold effects of elements the upstream source replays after a restore;
+``at_least_once`` lets the input run on, so the cut holds the elements after the barrier too. The channel's
+publisher is a fake that hands frames in by hand; the island's checkpointer is a real one, polled by the real
+thread host between turns. No Ray is started."""
+from __future__ import annotations
+
+import queue
+import threading
+
+import pytest
+
+from atoll import Sink, Source
+from atoll._impl.islands.boundaries import ChannelBarrier, FrameSignals, InputBoundary
+from atoll._impl.islands.checkpointer import IslandCheckpointer
+from atoll._impl.ops.base import SourceStage
+from atoll.checkpoint.snapshot import loads
+
+
+class _Publisher:
+    request_on_subscribe = False
+    windowed = False
+
+    def subscribe(self, subscriber, n: int = 0) -> None:
+        self.subscriber = subscriber
+
+    def request(self, n: int, seq: int, acked=None) -> None:
+        pass
+
+    def cancel(self, cause) -> None:
+        pass
+
+
+class _Input(SourceStage):
+    def __init__(self, publisher, logics: list):
+        super().__init__("Input")
+        self.publisher, self.logics = publisher, logics
+
+    def create_logic_and_materialized_value(self, attributes):
+        logic = InputBoundary(self.publisher, 16, out=self.out)
+        self.logics.append(logic)
+        return logic, None
+
+
+@pytest.mark.parametrize("guarantee, at_cut", [("aligned", [1]), ("logged", [1]), ("at_least_once", [1, 2, 3])])
+def test_an_exactly_once_cut_comes_before_the_elements_after_the_barrier(mat, guarantee, at_cut):
+    pub, boundaries, seen, acks = _Publisher(), [], [], queue.Queue()
+    attached = threading.Event()
+
+    def record(x):
+        attached.wait(5)  # the checkpointer is in place before the first element is delivered
+        seen.append(x)
+        return x
+
+    done = Source.from_graph(_Input(pub, boundaries)).map(record).run_with(Sink.ignore(), mat)
+    boundary = boundaries[0]
+    interpreter = boundary._interpreter
+    host = interpreter.host
+    keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
+
+    def report(kind, index, n, data):
+        acks.put((kind, n, list(seen)))
+
+    cp = IslandCheckpointer(host, interpreter, 0, "island", keys, [], report, aligned=guarantee != "at_least_once",
+                      logged=guarantee == "logged")
+    host.checkpointer = cp
+    attached.set()
+    pub.subscriber.on_subscribe(pub)
+    pub.subscriber.on_next(0, [1, 2, 3, FrameSignals([(1, ChannelBarrier(1))])])
+    assert acks.get(timeout=10) == ("ack", 1, at_cut)
+    pub.subscriber.on_complete()
+    done.result(10)
+    assert seen == [1, 2, 3]
+
+
+def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barrier(mat):
+    fast, slow, boundaries, seen, acks = _Publisher(), _Publisher(), [], [], queue.Queue()
+    attached, moved = threading.Event(), threading.Event()
+
+    def record(x):
+        attached.wait(5)
+        seen.append(x)
+        if x == "f3":
+            moved.set()
+        return x
+
+    graph = Source.from_graph(_Input(fast, boundaries)).merge(Source.from_graph(_Input(slow, boundaries)))
+    done = graph.map(record).run_with(Sink.ignore(), mat)
+    interpreter = boundaries[0]._interpreter
+    keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
+    cp = IslandCheckpointer(interpreter.host, interpreter, 0, "island", keys, [],
+                            lambda kind, index, n, data: acks.put((kind, n, data)), logged=True)
+    interpreter.host.checkpointer = cp
+    attached.set()
+    for p in (fast, slow):
+        p.subscriber.on_subscribe(p)
+    fast.subscriber.on_next(0, ["f1", "f2", "f3", FrameSignals([(1, ChannelBarrier(1))])])
+    assert moved.wait(10)  # cut at the fast barrier, then the fast input went on past it
+    assert acks.empty()  # the slow input is logged until its barrier comes
+    slow.subscriber.on_next(0, ["s1", FrameSignals([(1, ChannelBarrier(1))])])
+    kind, n, data = acks.get(timeout=10)
+    assert (kind, n) == ("ack", 1)
+    snap = loads(data)
+    assert [f.elements for f in snap.in_flight] == [["s1"]]  # the slow input's log: replayed after a restore
+    for p in (fast, slow):
+        p.subscriber.on_complete()
+    done.result(10)
+    assert sorted(seen) == ["f1", "f2", "f3", "s1"]
