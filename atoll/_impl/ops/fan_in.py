@@ -1339,8 +1339,9 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
             if k == 0:
                 return
             k = min(k, self._out_conns[0].demand)
-            heads = [b[:k] for b in bufs]
-            self.bufs = bufs = [b[k:] for b in bufs]
+            # a buffer taken whole is handed on as it is (never mutated: chunks may be shared), not copied
+            heads = [b if len(b) == k else b[:k] for b in bufs]
+            self.bufs = bufs = [_NO_CHUNK if len(b) == k else b[k:] for b in bufs]
             fn = self.fn
             if fn is _pair:
                 combos = list(zip(heads[0], heads[1]))
