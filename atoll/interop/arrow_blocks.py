@@ -37,6 +37,7 @@ from .._impl.ops.base import SinkStage, complete_promise, fail_promise, new_prom
 from .._impl.ops.sinks import _PromiseSinkLogic
 from ..windowing import Late, Window
 from .errors import SchemaMismatchError
+from .task_groups import map_grouped, returns
 
 __all__ = ["ArrowBlockSink", "BlockLogic", "BlockStore", "CommittedBlocks", "CommittingBlockLogic", "ROWS_PER_BLOCK",
            "block_store_for", "finish_on_driver", "with_shape_of"]
@@ -327,17 +328,19 @@ class CommittedBlocks:
         import ray
 
         if _read_task is None:
-            _read_task = ray.remote(num_cpus=0)(_read_part)
+            _read_task = ray.remote(num_cpus=0)(_read_parts)
         base = self.store.dir.rstrip("/")
-        refs = [_read_task.remote(self.store.fs, f"{base}/{n}") for n in self.names]
+        refs = map_grouped(_read_task, [f"{base}/{n}" for n in self.names], self.store.fs)
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
         return refs
 
 
-def _read_part(fs: Any, path: str) -> pa.Table:
+def _read_parts(fs: Any, *paths: str) -> Any:
+    """Ray task body: the Parquet parts at ``paths``, one table each (a few tasks read every part: see
+    :mod:`atoll.interop.task_groups`)."""
     import pyarrow.parquet as pq
 
-    return pq.read_table(path, filesystem=fs)
+    return returns([pq.read_table(path, filesystem=fs) for path in paths])
 
 
 _read_task = None

@@ -9,6 +9,7 @@ from .arrow_blocks import ROWS_PER_BLOCK, prepare_block_sink
 from .background_source import BackgroundSource
 from .parquet import batches_as, check_format
 from .spark_sink import arrow_schema_of
+from .task_groups import map_grouped, returns
 
 __all__ = ["ray_dataset_source", "RayDatasetSink"]
 
@@ -42,8 +43,8 @@ def ray_dataset_source(ds: Any, as_: str = "rows", max_rows_per_batch: Optional[
                             chunked=as_ == "rows")
 
 
-def _adopt(table):
-    return table
+def _adopt(*tables):
+    return returns(tables)
 
 
 _adopt_task = None
@@ -56,7 +57,7 @@ def _adopted(refs):
 
     if _adopt_task is None:
         _adopt_task = ray.remote(num_cpus=0)(_adopt)
-    copies = [_adopt_task.remote(r) for r in refs]
+    copies = map_grouped(_adopt_task, list(refs))
     ray.wait(copies, num_returns=len(copies), fetch_local=False)
     return copies
 

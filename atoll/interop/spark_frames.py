@@ -38,6 +38,7 @@ from atoll.interop.errors import SchemaMismatchError
 from atoll.interop.spark_conform import conform
 from atoll.interop.spark_session import active_session, on_stop
 from atoll.interop.spark_types import SchemaLike, to_arrow_schema, to_spark_schema
+from atoll.interop.task_groups import PER_TASK, groups
 
 __all__ = ["arrow_refs_to_spark", "release_frame", "retained_frames", "arrow_to_rows", "arrow_to_pandas", "slices"]
 
@@ -70,8 +71,8 @@ def encode_group(start: int, schema: pa.Schema, *tables: Any) -> tuple:
 
 #: tables encoded by one Ray task at most: a frame's tables are encoded by few tasks (two for up to 32 tables),
 #: which the worker pool's idle workers take, rather than one task per table, for which Ray started new workers
-#: (~0.5 s of CPU each) whenever the idle ones were fewer
-TABLES_PER_TASK = 16
+#: (~0.5 s of CPU each) whenever the idle ones were fewer (:mod:`atoll.interop.task_groups`)
+TABLES_PER_TASK = PER_TASK
 
 _encode_task = None
 
@@ -97,19 +98,6 @@ def _encoder_for_driver():
     if hub is not None and len([n for n in ray.nodes() if n.get("Alive")]) == 1:
         return hub.encode
     return _encoder()
-
-
-def _groups(n: int) -> List[range]:
-    """``range(n)`` cut into contiguous groups, one per encoding task: at least two (when ``n`` > 1), each of
-    at most ``TABLES_PER_TASK`` positions, sizes differing by one at most."""
-    tasks = min(n, max(2, -(-n // TABLES_PER_TASK)))
-    size, extra = divmod(n, tasks)
-    out, start = [], 0
-    for t in range(tasks):
-        end = start + size + (1 if t < extra else 0)
-        out.append(range(start, end))
-        start = end
-    return out
 
 
 def _owner_addresses(refs: Sequence[Any]) -> List[bytes]:
@@ -149,7 +137,7 @@ def arrow_refs_to_spark(refs: Sequence[Any], schema: SchemaLike, spark=None):
         return spark.createDataFrame([], spark_schema)
     encode = _encoder_for_driver()
     blobs, counts = [], []
-    for group in _groups(len(refs)):
+    for group in groups(len(refs), TABLES_PER_TASK):
         out = encode.options(num_returns=2 * len(group)).remote(group.start, arrow_schema,
                                                                 *refs[group.start:group.stop])
         blobs.extend(out[0::2])

@@ -8,7 +8,8 @@ import ray
 
 from atoll.interop import spark_frames
 from atoll.interop.errors import SchemaMismatchError
-from atoll.interop.spark_frames import _groups, arrow_refs_to_spark, release_frame
+from atoll.interop.spark_frames import arrow_refs_to_spark, release_frame
+from atoll.interop.task_groups import groups as _groups
 from atoll.interop.spark_schema import to_arrow_schema
 
 
