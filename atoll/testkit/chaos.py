@@ -9,6 +9,9 @@
   ``kill_island_at(graph, island, fraction, total, watch)`` once island ``watch`` has received ``fraction`` of
   ``total`` elements; ``kill_island_chosen(graph, choose)`` kills the island ``choose()`` names once it names one
 (for faults where which island to strike is only known at that moment, e.g. the one aligning a checkpoint).
+- ``remove_node_at(graph, cluster, node, fraction, total, watch)`` removes a whole node of a test cluster
+  (``ray.cluster_utils.Cluster``; ``node`` as ``cluster.add_node`` returned it) at the same point of the stream: every
+  actor on it dies at once, with its raylet, as when a machine is lost (``remove_node_when`` waits for a condition).
 """
 from __future__ import annotations
 
@@ -187,8 +190,16 @@ def kill_island_at(graph: Any, island: Union[int, str], fraction: float, total: 
     """Kill ``island`` once ``fraction`` of ``total`` elements went by: received through the channels of island
     ``watch``, or by default the furthest any island got (elements received, or emitted by its own sources).
     Returns the count seen when it struck."""
+    reached, seen = _fraction_reached("kill_island_at", graph, fraction, total, watch)
+    kill_island_when(graph, island, reached, timeout=timeout)
+    return seen[0]
+
+
+def _fraction_reached(what: str, graph: Any, fraction: float, total: int, watch: Union[int, str, None]):
+    """A condition that holds once ``fraction`` of ``total`` elements went by (see ``kill_island_at``), and the
+    one-item list it keeps the count it saw last in."""
     if not 0 <= fraction <= 1:
-        raise ValueError(f"kill_island_at: fraction must be in [0, 1], got {fraction!r}")
+        raise ValueError(f"{what}: fraction must be in [0, 1], got {fraction!r}")
     target = None if watch is None else _record(graph, watch).name
     seen = [0]
 
@@ -200,5 +211,30 @@ def kill_island_at(graph: Any, island: Union[int, str], fraction: float, total: 
                 seen[0] = info.get("elements_in") or 0
         return seen[0] >= fraction * total
 
-    kill_island_when(graph, island, reached, timeout=timeout)
+    return reached, seen
+
+
+def remove_node_when(cluster: Any, node: Any, condition: Callable[[], bool], timeout: float = 60.0,
+                     poll: float = 0.01, graceful: bool = False) -> None:
+    """Remove ``node`` from the test cluster ``cluster`` (a ``ray.cluster_utils.Cluster``; ``node`` as
+    ``cluster.add_node`` returned it) as soon as ``condition()`` is true (checked every ``poll`` seconds); raises
+    ``TimeoutError`` if it does not become true within ``timeout`` seconds. The node's processes are killed
+    (``graceful=False``, the default: as when a machine is lost - its raylet and every worker on it die at once,
+    and Ray declares the node dead only once its health checks fail); the node cannot be added back."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"remove_node_when: the condition did not hold within {timeout}s")
+        time.sleep(poll)
+    cluster.remove_node(node, allow_graceful=graceful)
+
+
+def remove_node_at(graph: Any, cluster: Any, node: Any, fraction: float, total: int,
+                   watch: Union[int, str, None] = None, timeout: float = 60.0, graceful: bool = False) -> int:
+    """Remove ``node`` of ``cluster`` (see ``remove_node_when``) once ``fraction`` of ``total`` elements of the
+    running ``graph`` went by, counted as ``kill_island_at`` counts (through island ``watch``'s channels, or the
+    furthest any island got). Every island actor on the node dies with it; the graph's recovery must place them
+    elsewhere. Returns the count seen when it struck."""
+    reached, seen = _fraction_reached("remove_node_at", graph, fraction, total, watch)
+    remove_node_when(cluster, node, reached, timeout=timeout, graceful=graceful)
     return seen[0]

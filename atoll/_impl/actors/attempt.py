@@ -24,6 +24,11 @@ _WIRE_SPAN = 1 << 24
 _launches = itertools.count(1)
 
 
+class ActorLostAtStart(MaterializationError):
+    """An island actor died while its attempt was being started, not by an error of its own: its process or its
+    node was lost (after a node loss, Ray may place a new actor on that node until it declares the node dead)."""
+
+
 def kill_actors(actors) -> None:
     """``ray.kill`` every actor (no restart); actors already gone are ignored."""
     for a in actors:
@@ -52,7 +57,8 @@ class IslandLauncher:
         given); returns the island records and each island's exported materialized values. ``on_created`` is
         called once every island actor was created and before the plans are sent. On failure every
         actor of the attempt is killed and the error raised: ``IslandScheduleTimeoutError`` (no resources), the
-        stage's own exception (a stage that failed while being built) or ``MaterializationError``."""
+        stage's own exception (a stage that failed while being built), ``ActorLostAtStart`` (an actor died, not by
+        its own error: its process or node was lost) or ``MaterializationError``."""
         settings = self.settings
         ckpt = None if self.checkpoint is None else dict(self.checkpoint, attempt=attempt)
         wire_base = next(_launches) * _WIRE_SPAN
@@ -93,7 +99,9 @@ class IslandLauncher:
                 raise cause from None
             except ray.exceptions.RayActorError as e:
                 kill_actors(actors.values())
-                raise MaterializationError(f"island {name} failed to start: {e}") from None
+                lost = isinstance(e, ray.exceptions.ActorDiedError) and not e.actor_init_failed
+                raise (ActorLostAtStart if lost else MaterializationError)(
+                    f"island {name} failed to start: {e}") from None
         return records, results
 
     @staticmethod

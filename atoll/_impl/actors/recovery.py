@@ -8,10 +8,11 @@ fence, at most ``FENCE_SECONDS``); back off ``min(max_backoff, backoff * 2**(r-1
 newest complete checkpoint of this run (else the checkpoint the run was restored from, else none: the graph
 starts from the beginning, which is safe because nothing was committed before a checkpoint completed); start
 the next attempt's actors from it; rebind the driver's futures and handles to them (a kill switch command given
-meanwhile is re-applied); resume the coordinator and run. A failed start counts as a failed restart. Ray's own
-actor restarts stay off: a restarted actor re-runs its constructor and its calls become at-least-once. The loop,
-budget and back-off are ``islands.graph_restarts.RestartLoop``'s, shared with ``Materializer.local``'s recovery;
-this module gives it Ray's fence, launch and no-capacity rule.
+meanwhile is re-applied); resume the coordinator and run. A failed start counts as a failed restart (an actor
+lost while starting does not: see below). Ray's own actor restarts stay off: a restarted actor re-runs its
+constructor and its calls become at-least-once. The loop, budget and back-off are
+``islands.graph_restarts.RestartLoop``'s, shared with ``Materializer.local``'s recovery; this module gives it Ray's
+fence, launch and no-capacity rule.
 
 What restarts: an island that died (``IslandDiedError``), and a stage failure when
 ``RestartPolicy(on_stage_failure=True)``. What does not: ``cancel()``, a kill switch ``abort``, or a spent budget
@@ -20,9 +21,13 @@ ends the recovery when the back-off is over. No capacity ends it too, at once: w
 next attempt's actors cannot be scheduled within ``start_timeout`` (``IslandScheduleTimeoutError``: a node with
 the resources an island needs was lost), the graph fails with a ``RecoveryFailedError`` naming the islands and
 the resources they miss, caused by that error - retrying would only wait ``start_timeout`` again per restart.
+An actor of the next attempt that dies while it starts, not by an error of its own (``ActorLostAtStart``: after a
+node loss Ray may place it on the lost node until its health checks declare that node dead, seconds later), is
+not a failed restart: the same restart starts the attempt again, until ``start_timeout`` after its first try.
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Dict, Optional
 
@@ -31,7 +36,9 @@ import ray
 from ...checkpoint.settings import RestartPolicy
 from ...errors import IslandScheduleTimeoutError, RecoveryFailedError
 from ..islands.graph_restarts import RestartLoop, backoff_delay  # noqa: F401 - backoff_delay: re-exported
-from .attempt import IslandLauncher, kill_actors
+from .attempt import ActorLostAtStart, IslandLauncher, kill_actors
+
+log = logging.getLogger("atoll.recovery")
 
 
 def _needs(options: dict) -> Dict[str, float]:
@@ -77,8 +84,20 @@ class GraphRecovery(RestartLoop):
         super().__init__(running, policy, restored_from, restore_storage)
         self.launcher = launcher
 
+    #: the pause before an attempt that lost an actor while starting is started again
+    RELAUNCH_PAUSE = 0.2
+
     def _launch(self, attempt: int, snapshots) -> tuple:
-        return self.launcher.launch(attempt, snapshots)
+        deadline = time.monotonic() + self.launcher.settings.start_timeout
+        while True:
+            try:
+                return self.launcher.launch(attempt, snapshots)
+            except ActorLostAtStart as e:  # placed on a node that was lost: Ray places it elsewhere once it knows
+                if time.monotonic() >= deadline or self.running._recovery_veto() is not None:
+                    raise
+                log.warning("graph %s: attempt %d lost an actor while starting, starting it again: %s",
+                            self.running.name, attempt, str(e).splitlines()[0])
+                self._wake.wait(self.RELAUNCH_PAUSE)  # cancel() cuts it short
 
     def _fatal(self, error: BaseException) -> Optional[BaseException]:
         if isinstance(error, IslandScheduleTimeoutError):  # no capacity: waiting another start_timeout changes nothing
