@@ -58,7 +58,14 @@ class CheckpointSettings:
     barrier before the cut). ``alignment`` (exactly-once): ``"aligned"`` (inputs wait as said) or
     ``"logged"`` (no input waits: an island cuts at the first barrier and records what its other inputs
     deliver until their barriers come, as the channels' state - Chandy-Lamport; costs a copy of those
-    elements in the checkpoint). ``restart``: the ``RestartPolicy`` of automatic recovery."""
+    elements in the checkpoint). ``min_pause``: seconds from the end of one checkpoint (completed or aborted) to
+    the start of the next one the graph takes by itself, as Flink's minimum pause between checkpoints: a periodic
+    trigger that comes sooner is skipped (the next interval tries again), and a checkpoint a stage asks for
+    (``request_checkpoint()``, e.g. ``Sink.to_spark_stream`` with ``max_pending_batches`` files waiting for
+    release) is taken once the pause has passed. Never held back: ``checkpoint_now``/``stop_with_checkpoint``, and
+    the final checkpoint a two-phase-commit sink asks for at the end of its input (``request_checkpoint(final=
+    True)``: the stream's end does not wait for the pause). ``restart``: the ``RestartPolicy`` of automatic
+    recovery."""
 
     interval: Optional[float] = None
     storage: Union[None, str, Tuple[Any, str]] = None

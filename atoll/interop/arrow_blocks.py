@@ -358,7 +358,7 @@ class PartCommittingLogic(BlockLogic):
         super().__init__(stage, promise)
         self.parts = None  # PartFiles: with checkpoints, or restored from a checkpoint
         self.checkpointing = False
-        self.request_checkpoint: Optional[Callable[[], None]] = None
+        self.request_checkpoint: Optional[Callable[..., None]] = None
         self.ended = False  # upstream finished: the sink waits for the commit of its last parts
         self.started = False
 
@@ -371,7 +371,7 @@ class PartCommittingLogic(BlockLogic):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ checkpoint hooks
-    def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
+    def checkpointing_enabled(self, request_checkpoint: Callable[..., None]) -> None:
         self.checkpointing = True
         self.request_checkpoint = request_checkpoint
 
@@ -427,7 +427,7 @@ class PartCommittingLogic(BlockLogic):
         self.ended = True
         if not self._complete_if_committed():
             self.set_keep_going(True)  # alive, its inlet closed, until the last part is committed
-            self.request_checkpoint()
+            self.request_checkpoint(final=True)
 
     def release_files(self) -> None:
         if self.parts is not None:

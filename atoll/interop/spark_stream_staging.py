@@ -181,17 +181,18 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         self.stopping = threading.Event()
         # two-phase commit (with checkpoints, or restored from one)
         self.checkpointing = False
-        self.request_checkpoint: Optional[Callable[[], None]] = None
+        self.request_checkpoint: Optional[Callable[..., None]] = None
         self.restored: Optional[dict] = None
         self.two_phase = False
         self.prepared: List[Tuple[str, str]] = []  # (hidden, visible name) written, not released
         self.released = 0  # files released to Spark
         self.ended = False  # upstream finished: waiting for the release of the last files
         self.requested = False  # a checkpoint was asked for since the last release
+        self.requested_final = False  # ... a final one (the stream had ended)
         self.started = False
 
     # ---------------------------------------------------------------- checkpoint hooks
-    def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
+    def checkpointing_enabled(self, request_checkpoint: Callable[..., None]) -> None:
         self.checkpointing = True
         self.request_checkpoint = request_checkpoint
 
@@ -224,7 +225,7 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         if not success or not prepared:
             return
         self._release(prepared)
-        self.requested = False
+        self.requested = self.requested_final = False
         self._complete_if_released()
 
     def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
@@ -360,9 +361,14 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         self.complete_stage()
 
     def _ask_checkpoint(self) -> None:
-        if not self.requested and self.request_checkpoint is not None:
-            self.requested = True
-            self.request_checkpoint()
+        """Ask for a checkpoint that releases the staged files, once until the next release: after the end of the
+        stream a final one (taken at once), before it one that waits for ``min_pause`` (asked again as final when
+        the stream ends meanwhile)."""
+        final = self.ended
+        if self.request_checkpoint is None or (self.requested and (self.requested_final or not final)):
+            return
+        self.requested, self.requested_final = True, final
+        self.request_checkpoint(final=final)
 
     def post_stop(self):
         self.stopping.set()

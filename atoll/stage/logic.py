@@ -385,11 +385,13 @@ class GraphStageLogic:
         the cut waits until every logic of the island is ready."""
         return True
 
-    def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
+    def checkpointing_enabled(self, request_checkpoint: Callable[..., None]) -> None:
         """The island runs with checkpoints: called once before ``pre_start`` (after a restore's
         ``restore_from_snapshot``/``rollback_uncommitted``). A sink with two-phase commits switches to its
         transactional mode here; ``request_checkpoint()`` (island thread) asks the coordinator for a
-        checkpoint soon, e.g. to commit the last epoch when the stream ended."""
+        checkpoint soon - once ``CheckpointSettings.min_pause`` has passed since the last one ended -, and
+        ``request_checkpoint(final=True)`` at once, for the end of the input (to commit the last epoch when the
+        stream ended)."""
 
     def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
         """Phase 1 of a two-phase commit (sinks with external effects): close what checkpoint

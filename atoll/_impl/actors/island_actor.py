@@ -186,7 +186,7 @@ class IslandActor:
         if kind == "ack":
             self.writer.submit(self._write_blob, island, n, payload)
         elif kind == "request":
-            self.events.put(CheckpointRequested())
+            self.events.put(CheckpointRequested(bool(payload)))
         else:
             self.events.put(CheckpointDeclined(n, portable_exception(payload)))
 

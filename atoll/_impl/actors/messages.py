@@ -59,7 +59,10 @@ class CheckpointDeclined:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointRequested:
-    """A stage of the island wants a checkpoint soon (a sink whose stream ended waits for its final commit)."""
+    """A stage of the island wants a checkpoint soon; ``final``: at the end of its input (a sink whose stream ended
+    waits for its final commit), taken without waiting for ``min_pause``."""
+
+    final: bool = False
 
 
 @dataclass(frozen=True, slots=True)

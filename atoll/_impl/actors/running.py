@@ -208,9 +208,9 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
                 case CheckpointDeclined(checkpoint_id=n, reason=reason):
                     if self._coordinator is not None:
                         self._coordinator.report("decline", island.index, n, reason)
-                case CheckpointRequested():
+                case CheckpointRequested(final=final):
                     if self._coordinator is not None:
-                        self._coordinator.report("request", island.index, 0, None)
+                        self._coordinator.report("request", island.index, 0, final)
                 case FinalSnapshot(data=data):
                     island.final = data
                 case IslandEnded(state=state, error=error, copies=copies, failure=failure):

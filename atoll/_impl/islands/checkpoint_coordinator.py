@@ -9,8 +9,10 @@ A checkpoint ``n`` is complete once every island answered it - with its cut, or 
 it ended normally before cutting ``n`` - and each island's blob was written. Then the manifest is written
 (last: it is the completion marker), every running island is told (``port.complete(n)``: phase 2 of its
 sinks' two-phase commits), old checkpoints beyond ``retained`` are deleted, and waiters are released. An
-island may ask for a checkpoint (``"request"``: a sink whose stream ended waits for the checkpoint that
-commits its last epoch); one is then taken at once, and again until one issued after the request completes.
+island may ask for a checkpoint (``"request"``): one is then taken, and again until one issued after the
+request completes - at once for a *final* request (a sink whose stream ended waits for the checkpoint that
+commits its last epoch), else once ``min_pause`` has passed since the last checkpoint ended (a sink pacing its
+commits, as the periodic trigger is paced; ``checkpoint_now`` is never held back).
 A checkpoint that is declined by an island, or not complete within ``timeout``, is aborted: the islands
 release their inputs and no manifest is ever written for it. Ids are never reused: they continue
 after the highest id found under the graph's directory.
@@ -22,7 +24,7 @@ import threading
 import time
 from concurrent.futures import Future
 from queue import Empty, SimpleQueue
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ...checkpoint.settings import CheckpointInfo, CheckpointSettings
 from ...checkpoint.storage import CheckpointStorage
@@ -82,11 +84,15 @@ class _Pending:
 class CheckpointCoordinator:
     """Checkpoints of one graph. ``islands``: ``(index, name, port)`` per island, the port being how the
     island is reached (``inject``, ``abort``, ``status``: ``LocalIslandPort`` or the Ray actor's). An island
-    answers with the bytes of its snapshot (written here) or with the manifest entry of a blob it wrote."""
+    answers with the bytes of its snapshot (written here) or with the manifest entry of a blob it wrote.
+    ``clock``: where the interval, the pause and the timeouts are read (monotonic seconds; tests pass their own
+    and call ``sync`` after moving it)."""
 
     def __init__(self, settings: CheckpointSettings, storage: CheckpointStorage, graph: str, islands: List[tuple],
-                 restored_from: Optional[int] = None, first_id: int = 1, attempt: int = 0):
+                 restored_from: Optional[int] = None, first_id: int = 1, attempt: int = 0,
+                 clock: Callable[[], float] = time.monotonic):
         self.settings = settings
+        self._clock = clock
         self.storage = storage
         self.graph = graph
         self.attempt = attempt
@@ -98,12 +104,15 @@ class CheckpointCoordinator:
         self._completed: List[CheckpointInfo] = []
         self._completed_lock = threading.Lock()
         self._failures = 0
-        self._last_end = 0.0
+        #: when the last checkpoint completed or was aborted (None: none yet), for ``min_pause``
+        self._last_end: Optional[float] = None
         self._stopped = False
         self._graph_failed = False
         self._suspended = False  # recovery is replacing the islands
         #: an island asked for a checkpoint: the lowest id that answers it (None: no request outstanding)
         self._want_from: Optional[int] = None
+        #: one of the outstanding requests is final (taken at once, ``min_pause`` or not)
+        self._want_final = False
         #: called (on the coordinator's thread) with the error when more than ``tolerable_failures``
         #: checkpoints in a row failed: the materializer fails the graph with it
         self.on_give_up = None
@@ -115,7 +124,8 @@ class CheckpointCoordinator:
     # ------------------------------------------------------------------ from any thread
     def report(self, kind: str, island: int, checkpoint_id: int, payload: Any) -> None:
         """An island's answer: ``"ack"`` with its blob bytes, ``"decline"`` with the reason, or ``"request"``
-        (checkpoint id 0) when a stage of the island wants a checkpoint soon."""
+        (checkpoint id 0) when a stage of the island wants a checkpoint soon (``payload`` true: a final one, taken
+        without waiting for ``min_pause``)."""
         self._events.put((kind, island, checkpoint_id, payload))
 
     def island_ended(self, island: int, final: Optional[bytes], failed: bool) -> None:
@@ -143,6 +153,14 @@ class CheckpointCoordinator:
         coordinator's thread took it (so ``checkpoint_status`` shows the new attempt when the graph reports it)."""
         done: Future = Future()
         self._events.put(("resume", islands, attempt, restored_from, done))
+        if threading.current_thread() is not self._thread and self._thread.is_alive():
+            done.result(timeout)
+
+    def sync(self, timeout: float = 30.0) -> None:
+        """Return once the coordinator's thread has handled every event put before this call and taken the
+        checkpoints they (and its clock's time now) call for. Tests use it to look at a decision, not a race."""
+        done: Future = Future()
+        self._events.put(("sync", done))
         if threading.current_thread() is not self._thread and self._thread.is_alive():
             done.result(timeout)
 
@@ -187,17 +205,32 @@ class CheckpointCoordinator:
         }
 
     # ------------------------------------------------------------------ the coordinator's thread
+    def _pause_left(self, now: float) -> float:
+        """Seconds until ``min_pause`` has passed since the last checkpoint ended (0: it has, or none ended)."""
+        if self._last_end is None:
+            return 0.0
+        return max(0.0, self._last_end + self.settings.min_pause - now)
+
+    def _request_due_in(self, now: float) -> Optional[float]:
+        """Seconds until the outstanding request may be answered (None: none outstanding, or it cannot be now)."""
+        if self._want_from is None or self._pending is not None or self._suspended or self._graph_failed:
+            return None
+        return 0.0 if self._want_final else self._pause_left(now)
+
     def _run(self) -> None:
         interval = self.settings.interval
-        next_trigger = time.monotonic() + interval if interval else None
+        next_trigger = self._clock() + interval if interval else None
         while True:
-            now = time.monotonic()
+            now = self._clock()
             timeout = None
             if next_trigger is not None:
                 timeout = max(0.0, next_trigger - now)
             if self._pending is not None:
                 left = max(0.0, self._pending.deadline - now)
                 timeout = left if timeout is None else min(timeout, left)
+            due = self._request_due_in(now)
+            if due is not None:
+                timeout = due if timeout is None else min(timeout, due)
             try:
                 event = get_within(self._events, timeout)
             except Empty:
@@ -209,25 +242,30 @@ class CheckpointCoordinator:
                         self._abort(CheckpointError(f"graph {self.graph} ended before the checkpoint completed"))
                         return
                     self._handle(event)
-                now = time.monotonic()
+                now = self._clock()
                 if self._pending is not None and now >= self._pending.deadline:
                     self._timeout()
                 if next_trigger is not None and now >= next_trigger:
-                    if self._pending is None and now - self._last_end >= self.settings.min_pause:
+                    if self._pending is None and self._pause_left(now) <= 0:
                         self._trigger(None)
                     next_trigger = now + interval
-                if self._want_from is not None and self._pending is None and not self._suspended \
-                        and not self._graph_failed:
+                due = self._request_due_in(now)
+                if due is not None and due <= 0:
                     self._trigger(None)  # a stage asked for one (the last one did not answer it)
             except Exception as e:  # noqa: BLE001 - the coordinator must survive a storage hiccup
                 log.error("graph %s: checkpoint coordinator error: %r", self.graph, e, exc_info=e)
                 self._abort(e if isinstance(e, CheckpointError) else CheckpointError(repr(e)))
+            if event is not None and event[0] == "sync":
+                event[1].set_result(None)
 
     def _handle(self, event: tuple) -> None:
         kind = event[0]
+        if kind == "sync":
+            return  # answered by the loop, once it acted on the events before it
         if kind == "suspend":
             self._suspended = True
             self._want_from = None  # the next attempt's stages ask again
+            self._want_final = False
             p, self._pending = self._pending, None
             if p is not None:
                 self._drop(p, CheckpointError(f"graph {self.graph} is recovering: checkpoint {p.id} was abandoned"))
@@ -250,6 +288,7 @@ class CheckpointCoordinator:
         elif kind == "request":
             want = self._next_id if self._pending is None else self._pending.id + 1
             self._want_from = want if self._want_from is None else min(self._want_from, want)
+            self._want_final = self._want_final or bool(event[3])
         elif kind == "ack":
             _, island, n, data = event
             p = self._pending
@@ -291,7 +330,7 @@ class CheckpointCoordinator:
             return
         n = self._next_id
         self._next_id += 1
-        now = time.monotonic()
+        now = self._clock()
         p = self._pending = _Pending(n, time.time(), now + self.settings.timeout)
         if waiter is not None:
             p.waiters.append(waiter)
@@ -338,9 +377,10 @@ class CheckpointCoordinator:
                     log.warning("graph %s: phase 2 of checkpoint %d at %s: %r", self.graph, p.id, isl.name, e)
         if self._want_from is not None and p.id >= self._want_from:
             self._want_from = None
+            self._want_final = False
         self._pending = None
         self._failures = 0
-        self._last_end = time.monotonic()
+        self._last_end = self._clock()
         try:
             self.storage.prune(self.settings.retained, keep=self.restored_from)
         except Exception as e:  # noqa: BLE001 - a failed clean-up does not undo a durable checkpoint
@@ -353,7 +393,7 @@ class CheckpointCoordinator:
         if p is None:
             return
         self._pending = None
-        self._last_end = time.monotonic()
+        self._last_end = self._clock()
         for isl in self.islands.values():
             if isl.final is None and not isl.failed:
                 try:

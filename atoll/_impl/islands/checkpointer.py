@@ -147,7 +147,7 @@ class IslandCheckpointer:
     """The checkpoint side of one island (runs on the island's thread). ``keys`` maps ``id(logic)`` to the
     stage key of every logic of the plan and of the channel boundaries; ``report(kind, island, n, payload)``
     tells the coordinator: ``("ack", i, n, bytes)``, ``("decline", i, n, reason)``, ``("request", i, 0,
-    None)`` (a stage asks for a checkpoint soon).
+    final)`` (a stage asks for a checkpoint soon; ``final``: at the end of its input, not held by ``min_pause``).
 
     ``aligned`` (exactly-once): an input that delivered barrier ``n`` delivers nothing more until the cut;
     False (``guarantee="at_least_once"``): inputs never wait, the cut comes once every input saw ``n``, and
@@ -199,10 +199,11 @@ class IslandCheckpointer:
         for logic in logics:
             logic.checkpointing_enabled(self.request_checkpoint)
 
-    def request_checkpoint(self) -> None:
-        """A stage of the island wants a checkpoint soon (island thread): e.g. a sink whose stream ended and
-        whose last epoch commits only with a checkpoint."""
-        self.report("request", self.index, 0, None)
+    def request_checkpoint(self, final: bool = False) -> None:
+        """A stage of the island wants a checkpoint soon (island thread): ``final`` (taken at once) for a sink whose
+        stream ended and whose last epoch commits only with a checkpoint; otherwise (e.g. a sink whose staged
+        files wait for a commit) once ``CheckpointSettings.min_pause`` has passed since the last checkpoint."""
+        self.report("request", self.index, 0, bool(final))
 
     # ------------------------------------------------------------------ from the coordinator and the inputs
     def inject(self, checkpoint_id: int) -> None:
