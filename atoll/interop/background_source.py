@@ -8,7 +8,7 @@ by one (``chunked=True``) or a single element. Nothing is produced before the st
 (closing the iterator) when the stage stops for any reason.
 
 With ``replayable=True`` (the factory yields the same elements every time it is called: a Parquet dataset, a
-deterministic Spark DataFrame) the stage takes part in checkpoints: its state is the number of elements it
+deterministic Spark DataFrame or Ray Dataset) the stage takes part in checkpoints: its state is the number of elements it
 emitted, and after a restore the helper thread skips that many elements of a fresh iterator before producing.
 The skip reads what it skips (a Spark DataFrame's earlier partitions are fetched or computed again): a restore
 costs time proportional to the position, not to the rest of the stream.
@@ -150,9 +150,9 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
     # ---------------------------------------------------------------- helper thread
     def _produce(self, deliver) -> None:
         stage, credits, stopping = self.stage, self.credits, self.stopping
-        it = None
+        it = source = None
         try:
-            it = iter(self._factory()())
+            it = source = iter(self._factory()())
             if self.skip:
                 it = _skipped(it, self.skip, stage.chunked, stage.name, self.expected)
             while True:
@@ -167,12 +167,15 @@ class _BackgroundLogic(GraphStageLogic, OutHandler):
         except BaseException as e:  # noqa: BLE001 - the stage fails with it, on its own thread
             deliver.invoke(_Failure(e))
         finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:  # noqa: BLE001 - already ending
-                    pass
+            # the skip's wrapper, then the factory's iterator: a skip that failed (a replay mismatch) does not
+            # close it, and its traceback would keep it (and what it reads from) alive
+            for each in (it, source) if it is not source else (it,):
+                close = getattr(each, "close", None)
+                if close is not None:
+                    try:
+                        close()
+                    except Exception:  # noqa: BLE001 - already ending
+                        pass
 
     def _factory(self) -> Callable[[], Iterator[Any]]:
         """The factory this run calls (helper thread, once)."""
@@ -324,13 +327,15 @@ class _ReplayableBackgroundLogic(_BackgroundLogic):
 
     #: the island runs with checkpoints (told before ``pre_start``)
     checkpointed = False
+    #: this run restores a snapshot (even one taken before anything was emitted)
+    restored = False
 
     def checkpointing_enabled(self, request_checkpoint: Callable[[], None]) -> None:
         self.checkpointed = True
 
     def _factory(self) -> Callable[[], Iterator[Any]]:
         factory = self.stage.factory
-        if self.checkpointed or self.expected:
+        if self.checkpointed or self.restored:
             return factory  # digests are saved with checkpoints, or checked by this restore's skip
         undigested = getattr(factory, "undigested", None)
         return factory if undigested is None else undigested()
@@ -340,6 +345,7 @@ class _ReplayableBackgroundLogic(_BackgroundLogic):
         return {"emitted": self.emitted, "segments": segments} if segments else self.emitted
 
     def restore_from_snapshot(self, state) -> None:
+        self.restored = True
         if isinstance(state, dict):
             self.expected = [(a, b, bytes.fromhex(d)) for a, b, d in state.get("segments") or ()] or None
             state = state["emitted"]
