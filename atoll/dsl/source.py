@@ -208,7 +208,9 @@ class Source(FlowOps, GraphOps, EventTimeOps, AsyncOps, PoolOps, TimeOps, RateOp
 
     @staticmethod
     def from_ray_dataset(ds: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None) -> "Source":
-        """Stream a ``ray.data.Dataset`` (executed as demand arrives) as rows, Arrow batches or pandas frames."""
+        """Stream a ``ray.data.Dataset`` (executed as demand arrives) as rows, Arrow batches or pandas frames.
+        Replayable under checkpoints (executed in block order, verified by digests on restore; see
+        ``atoll.interop.ray_dataset.ray_dataset_source``)."""
         from ..interop.ray_dataset import ray_dataset_source
 
         return Source.from_graph(ray_dataset_source(ds, as_, max_rows_per_batch))

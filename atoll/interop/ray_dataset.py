@@ -6,28 +6,87 @@ from typing import Any, Iterator, Optional
 
 from .._impl.ops.base import SinkStage
 from .arrow_blocks import ROWS_PER_BLOCK, prepare_block_sink
-from .background_source import BackgroundSource
+from .background_source import BackgroundSource, Digested
 from .parquet import batches_as, check_format
 from .spark_sink import arrow_schema_of
+from .spark_source import _PartialDigest, arrow_digest
 from .task_groups import map_grouped, returns
 
 __all__ = ["ray_dataset_source", "RayDatasetSink"]
 
+#: a replay's digests are kept per segment (the unit a mismatch is reported in): a new one starts with the first
+#: batch that begins at or past each multiple of this many rows
+SEGMENT_ROWS = 65536
+
+
+def _ordered(ds: Any) -> Any:
+    """``ds`` executed with its blocks in order: a copy whose DataContext (a copy too, so the caller's Dataset and
+    the global context are untouched) has ``execution_options.preserve_order = True``."""
+    if ds.context.execution_options.preserve_order:
+        return ds
+    import ray.data
+
+    ordered = ray.data.Dataset.copy(ds, _deep_copy=True)  # the logical plan copied and bound to a context copy
+    ordered.context.execution_options.preserve_order = True
+    return ordered
+
 
 class _DatasetReader:
-    def __init__(self, ds: Any, fmt: str, max_rows: Optional[int]):
-        self.ds, self.fmt, self.max_rows = ds, fmt, max_rows
+    """Picklable factory run on the source's helper thread: the Dataset's batches, converted. With ``replay``
+    (the form runs with checkpoints and restores call) executed in order and yielding :class:`Digested` items."""
+
+    def __init__(self, ds: Any, fmt: str, max_rows: Optional[int], replay: bool = True):
+        self.ds, self.fmt, self.max_rows, self.replay = ds, fmt, max_rows, replay
+
+    def undigested(self) -> "_DatasetReader":
+        """This reader as a run that neither checkpoints nor restores uses it: Ray Data's own block order (the
+        Dataset's context), no digests (``BackgroundSource``)."""
+        return _DatasetReader(self.ds, self.fmt, self.max_rows, replay=False)
 
     def __call__(self) -> Iterator[Any]:
         # Ray Data's streaming executor runs here, on the source's helper thread, and produces blocks only as
         # fast as they are taken (prefetch_batches=1)
-        batches = self.ds.iter_batches(batch_size=self.max_rows, batch_format="pyarrow", prefetch_batches=1)
-        return batches_as(batches, self.fmt)
+        ds = _ordered(self.ds) if self.replay else self.ds
+        batches = iter(ds.iter_batches(batch_size=self.max_rows, batch_format="pyarrow", prefetch_batches=1))
+        try:
+            yield from self._digested(batches) if self.replay else batches_as(batches, self.fmt)
+        finally:
+            batches.close()  # the stage stopped (or the Dataset ended): shut Ray Data's execution down now
+
+    def _digested(self, batches: Iterator[Any]) -> Iterator[Any]:
+        fmt = self.fmt
+        rows = 0
+        boundary = 0  # where the next segment may start
+        for table in batches:
+            if table.num_rows == 0:
+                continue
+            piece = table.combine_chunks()  # one chunk: the digest does not depend on where blocks were cut
+            (item,) = batches_as(iter((piece,)), fmt)
+            segment = rows >= boundary
+            if segment:
+                boundary = (rows // SEGMENT_ROWS + 1) * SEGMENT_ROWS
+            rows += piece.num_rows
+            yield Digested(item, arrow_digest(piece, with_schema=segment),
+                           _PartialDigest(piece) if fmt == "rows" else None, segment=segment)
 
 
 def ray_dataset_source(ds: Any, as_: str = "rows", max_rows_per_batch: Optional[int] = None) -> BackgroundSource:
     """A stage emitting the rows (dicts), Arrow batches or pandas frames of a ``ray.data.Dataset``, executing
     it as a stream as demand arrives.
+
+    **With checkpoints** the source is replayable, as ``from_parquet`` and ``from_spark``: it saves how many
+    elements it emitted, and a restore executes the Dataset again and skips them. So that a replay yields the
+    same elements in the same order, a run with checkpoints (and a restore) executes the Dataset with its block
+    order preserved (a copy of the Dataset's ``DataContext`` with ``execution_options.preserve_order = True``;
+    the Dataset and the global context are not changed): Ray Data's streaming execution may otherwise hand
+    blocks out in the order they finish. That is exact for a deterministic Dataset (the same rows in the same
+    order on every execution: files, in-memory data, ``map_batches`` of pure functions); a ``random_shuffle``
+    or ``randomize_block_order`` without a seed, or a UDF that reads the clock, replays other rows. Those are
+    detected, not skipped blindly: the snapshot holds, per segment of about 64K rows, a blake2b digest of the
+    Arrow data emitted (the schema included), and a restore whose skipped rows differ fails with
+    ``SourceReplayMismatchError`` naming the first elements that differ, as does a replay with fewer rows than
+    were emitted. The digests follow the batches: restore with the same ``as_`` and ``max_rows_per_batch``.
+    Without checkpoints nothing changes (Ray Data's own order, no digests).
 
     **Emits when** downstream pulls. **Backpressures** Ray Data's execution (one batch prefetched).
     **Completes when** the Dataset is exhausted. **Fails when** its execution fails.
@@ -40,7 +99,7 @@ def ray_dataset_source(ds: Any, as_: str = "rows", max_rows_per_batch: Optional[
     if max_rows_per_batch is None and as_ == "rows":
         max_rows_per_batch = 2048
     return BackgroundSource("from_ray_dataset", _DatasetReader(ds, as_, max_rows_per_batch), prefetch=2,
-                            chunked=as_ == "rows")
+                            chunked=as_ == "rows", replayable=True)
 
 
 def _adopt(*tables):
