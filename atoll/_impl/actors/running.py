@@ -357,26 +357,16 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
             for r in records:
                 self._cancel_island(r, self._cancel_cause)
 
-    def _recovery_failed(self, err: BaseException) -> None:
-        """Recovery gave up (or was vetoed): the graph ends with ``err``; every pending future fails with it."""
-        with self._lock:
-            islands = list(self._islands)
-            self._recovering = False
-            for r in islands:
-                r.ended = True
-                r.state = "died"
-                r.error = err
+    def _stop_failed_islands(self, islands: list, err: BaseException) -> None:
         for r in islands:
             try:
                 ray.kill(r.actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-            for proxy in r.handles.values():
-                proxy._detached(None)
-            for fut in r.futures.values():
-                fail_promise(fut, err)
-        log.error("graph %s failed: %s", self.name, err)
-        self._maybe_finish()
+
+    @staticmethod
+    def _detach_handle(proxy) -> None:
+        proxy._detached(None)
 
     # ------------------------------------------------------------------ operator console
     def _cancel_island(self, island: _Island, cause: BaseException) -> None:

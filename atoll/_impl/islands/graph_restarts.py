@@ -10,8 +10,8 @@ abort) -> budget -> fence the failed attempt -> back off -> load the checkpoint 
 hand it to the graph. A failed start counts as a failed restart. What is specific to a backend - how an attempt's
 islands are stopped for sure (``_fence``), how the next one is started (``_launch``), which start failures end
 recovery at once (``_fatal``) - is a subclass's: ``actors.recovery.GraphRecovery`` (Ray actors) and
-``local_recovery.LocalGraphRecovery`` (threads). The running graph provides ``_coordinator``,
-``_recovery_veto()``, ``_recovery_failed(err)`` and ``_install_attempt(*launched, attempt, info)``.
+``local_recovery.LocalGraphRecovery`` (threads). The running graph (with ``RecoveringGraph``) provides
+``_coordinator``, ``_recovery_veto()``, ``_recovery_failed(err)`` and ``_install_attempt(*launched, attempt, info)``.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from collections import deque
 from typing import Any, Optional
 
 from ...checkpoint.settings import RestartPolicy
+from ..._futures import fail_promise
 from ...errors import RecoveryFailedError
 from .checkpoint_setup import load_restore
 
@@ -40,7 +41,8 @@ class RecoveringGraph:
     graph and the local one mix it in): one restart per attempt, none once cancelled or a kill switch aborted.
     The graph provides ``_lock``, ``_islands`` (records with ``stale``, ``ended`` and ``handles``),
     ``_recovery`` (a ``RestartLoop`` or None), ``_recovering``, ``_finished``, ``_cancelled``,
-    ``_cancel_cause`` and ``_finish()``; a kill switch proxy among the handles has an ``abort_cause`` property."""
+    ``_cancel_cause``, ``_finish()``, and the backend's ``_stop_failed_islands(islands, err)`` and
+``_detach_handle(proxy)``; a kill switch proxy among the handles has an ``abort_cause`` property."""
 
     @property
     def restarts(self) -> int:
@@ -79,6 +81,26 @@ class RecoveringGraph:
                 if cause is not None:
                     return cause
         return None
+
+    def _recovery_failed(self, err: BaseException) -> None:
+        """Recovery gave up (or was vetoed): the graph ends with ``err``; every pending future fails with it. The
+        backend stops what is left of the islands (``_stop_failed_islands``) and detaches a handle proxy
+        (``_detach_handle``)."""
+        with self._lock:
+            islands = list(self._islands)
+            self._recovering = False
+            for r in islands:
+                r.ended = True
+                r.state = "died"
+                r.error = err
+        self._stop_failed_islands(islands, err)
+        for r in islands:
+            for proxy in r.handles.values():
+                self._detach_handle(proxy)
+            for fut in r.futures.values():
+                fail_promise(fut, err)
+        log.error("graph %s failed: %s", self.name, err)
+        self._maybe_finish()
 
     def _try_recover(self, record: Any, cause: BaseException, stage_failure: bool) -> bool:
         """``record`` failed with ``cause``: start a restart if the policy allows it (True: it took over)."""

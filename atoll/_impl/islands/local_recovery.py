@@ -197,23 +197,12 @@ class LocalRecoveringGraph(RecoveringGraph, RunningGraphBase):
             for r in records:
                 r.host.cancel(self._cancel_cause)
 
-    def _recovery_failed(self, err: BaseException) -> None:
-        """Recovery gave up (or was vetoed): the graph ends with ``err``; every pending future fails with it."""
-        with self._lock:
-            islands = list(self._islands)
-            self._recovering = False
-            for r in islands:
-                r.ended = True
-                r.state = "died"
-                r.error = err
+    def _stop_failed_islands(self, islands: list, err: BaseException) -> None:
         stop_threads(islands, err, LocalGraphRecovery.FENCE_SECONDS)
-        for r in islands:
-            for proxy in r.handles.values():
-                proxy._detached()
-            for fut in r.futures.values():
-                fail_promise(fut, err)
-        log.error("graph %s failed: %s", self.name, err)
-        self._maybe_finish()
+
+    @staticmethod
+    def _detach_handle(proxy) -> None:
+        proxy._detached()
 
     # ------------------------------------------------------------------ operator console
     def _cancel_island(self, island: LocalIsland, cause: BaseException) -> None:
