@@ -23,11 +23,14 @@ only rows no restore replays; the staging directory is part of the sink's state,
 query on it again with the same ``checkpoint_location`` (required with checkpoints; a run that restores nothing
 needs one without progress, a restore the one its checkpoint was taken with), so Spark skips the files it has
 processed and its own batch commit makes a batch it repeats idempotent. Rows reach Spark at the pace of the
-checkpoints: a sink with ``max_pending_batches`` files waiting for release asks for a checkpoint, and at the end
-of the stream it asks for a final one; the future completes once the query has processed every file. A graph
-that fails keeps its staging directory (a restore reads it); ``staging_dir`` must then be durable and reachable by
-the restored run. Restoring a checkpoint older than the newest one writes the rows in between again (as for
-every two-phase-commit sink).
+checkpoints: a sink with ``max_pending_batches`` files waiting for release asks for a checkpoint (once
+``CheckpointSettings.min_pause`` has passed), and at the end of the stream it asks for a final one; the future
+completes once the query has processed every file. A graph that fails keeps its staging directory (a restore reads
+it); ``staging_dir`` must then be durable and reachable by the restored run. Any retained checkpoint may be
+restored, an older one too: the sink's ledger of its releases tells the restored sink which rows Spark already
+has from files released after that checkpoint, and it skips them in the replay (unlike ``Sink.to_parquet``, which
+writes such rows again, as Flink's two-phase-commit sinks do); this assumes a deterministic replay, as a source's
+skip does.
 
 The driver watches the query (its progress, every 0.1 s) and posts how many files Spark has committed to the
 island, which stops pulling while ``max_pending_batches`` files wait and a micro-batch is gathered
@@ -337,11 +340,13 @@ class _QueryWriter:
 
     def _start_offered(self, offer: Any) -> None:
         """With checkpoints: start the query on the directory the island offered, after checking that the
-        query's checkpoint belongs to it (a run that restored nothing needs a location without progress)."""
-        schema, directory, released = offer
+        query's checkpoint belongs to it (a run that restored nothing needs a location without progress; a
+        restored one - of any retained checkpoint - goes on with the progress there, which the sink checked is
+        its own location)."""
+        schema, directory, _released, restored = offer
         location = self.sink.checkpoint_location
         planned = _logged_batches(self.spark, location, "offsets")
-        if released == 0 and planned:
+        if not restored and planned:
             raise CheckpointError(f"{OP}: checkpoint_location {location!r} holds the progress of an earlier query "
                                   f"({planned} micro-batches); with checkpoints a run that restores nothing needs a "
                                   "new location (a restored run the one its checkpoint was taken with)")

@@ -23,9 +23,20 @@ deletes the pending files written after the checkpoint. A sink whose ``max_pendi
 released asks for a checkpoint; at the end of the stream it asks for one and completes once it released the last
 file. ``committed`` is then Spark's absolute count of the directory's files (the driver reads it from the query's
 checkpoint), comparable with the sink's count of files written, which survives restores.
+
+**Restoring an older checkpoint** (any retained one, not the newest): the files released after its cut are Spark's
+already (processed, or visible and read once the query restarts), so the restored sink must not stage their rows
+again. Before it renames a release's files the sink records the last one's number and the stream's row count
+through it in the directory's ledger (``.atoll-released.json``, hidden from Spark); a restore reads it, finishes a
+release a crash cut short (a pending file the ledger counts is renamed, not deleted), numbers its next file after
+the last one released, and skips that many rows of its restored buffers and of the replay - exact for a
+deterministic replay, as a source's skip (``skip`` is saved with the state until it is spent). A prepared file of
+the restored checkpoint that is gone although the ledger never counted it (deleted by the rollback of another
+restore) fails the restore with ``CheckpointError`` instead of being taken as released.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -36,7 +47,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import pyarrow as pa
 
-from ..errors import CheckpointMismatchError, CheckpointNotSupportedError
+from ..errors import CheckpointError, CheckpointMismatchError, CheckpointNotSupportedError
 from .._impl.ops.base import SinkStage, complete_promise, new_promise
 from ..stage.timers import TimerGraphStageLogic
 from .arrow_blocks import BlockLogic
@@ -45,7 +56,35 @@ from .spark_on_demand import SparkJobError, _Box
 __all__ = ["StagingBox", "StagingSink", "staging_box"]
 
 _FLUSH = "flush"
-_PENDING = re.compile(r"^\.pending-\d+-[0-9a-f]+\.parquet$")
+_PENDING = re.compile(r"^\.pending-(\d+)-([0-9a-f]+)\.parquet$")
+#: the sink's record of its releases (``files``: the last released file's number + 1, ``rows``: the stream's rows
+#: through it, ``mtime_ns``: its modification time); Spark's file index skips names starting with "."
+LEDGER = ".atoll-released.json"
+
+
+def _part_number(hidden: str) -> int:
+    m = _PENDING.match(hidden)
+    if m is None:
+        raise CheckpointError(f"Sink.to_spark_stream: {hidden!r} is not a staged file's name")
+    return int(m.group(1))
+
+
+def read_ledger(directory: str) -> Optional[dict]:
+    """The ledger of ``directory`` (None: nothing was ever released into it by a sink that keeps one)."""
+    try:
+        with open(os.path.join(directory, LEDGER)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def _write_ledger(directory: str, ledger: dict) -> None:
+    tmp = os.path.join(directory, LEDGER + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(ledger, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(directory, LEDGER))
 
 
 class StagingBox:
@@ -65,11 +104,12 @@ class StagingBox:
             self._schema = schema
             self._cond.notify_all()
 
-    def offer(self, schema: pa.Schema, directory: str, released: int) -> None:
+    def offer(self, schema: pa.Schema, directory: str, released: int, restored: bool = False) -> None:
         """With checkpoints: the query may start, reading ``directory`` (a restored sink's own) with ``schema``;
-        ``released``: files the sink has released into it so far (0: a run that restored nothing)."""
+        ``released``: files the sink has released into it so far; ``restored``: the sink was restored from a
+        checkpoint (False: a run that restored nothing, whose query location must hold no progress)."""
         with self._cond:
-            self._offer = (schema, directory, released)
+            self._offer = (schema, directory, released, restored)
             self._schema = schema
             self._cond.notify_all()
 
@@ -86,7 +126,7 @@ class StagingBox:
             self._cond.wait_for(lambda: self._schema is not None or self._closed, timeout)
             return self._schema
 
-    def take_offer(self, timeout: float) -> Optional[Tuple[pa.Schema, str, int]]:
+    def take_offer(self, timeout: float) -> Optional[Tuple[pa.Schema, str, int, bool]]:
         with self._cond:
             self._cond.wait_for(lambda: self._offer is not None or self._closed, timeout)
             return self._offer
@@ -184,8 +224,14 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         self.request_checkpoint: Optional[Callable[..., None]] = None
         self.restored: Optional[dict] = None
         self.two_phase = False
-        self.prepared: List[Tuple[str, str]] = []  # (hidden, visible name) written, not released
+        #: (hidden, visible name, the stream's rows through the file) written, not released
+        self.prepared: List[tuple] = []
         self.released = 0  # files released to Spark
+        #: the directory's ledger as this sink knows it (two-phase; see the module docstring), and whether it holds
+        #: every release ever made into the directory (False: restored into a directory of a run that kept none)
+        self.ledger = {"files": 0, "rows": 0, "mtime_ns": 0}
+        self.ledger_complete = True
+        self.skip = 0  # rows of the stream to drop: Spark has them from files released after the restored cut
         self.ended = False  # upstream finished: waiting for the release of the last files
         self.requested = False  # a checkpoint was asked for since the last release
         self.requested_final = False  # ... a final one (the stream had ended)
@@ -201,7 +247,7 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
                 "pending": list(self.pending), "directory": self.directory,
                 "spark_checkpoint": self.stage.spark_checkpoint, "staged": self.staged,
                 "rows_staged": self.rows_staged, "prepared": list(self.prepared), "released": self.released,
-                "last_mtime_ns": self.last_mtime_ns, "ended": self.ended}
+                "last_mtime_ns": self.last_mtime_ns, "ended": self.ended, "skip": self.skip}
 
     def restore_from_snapshot(self, state: Any) -> None:
         self.restored = state
@@ -213,6 +259,11 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         self.staged, self.rows_staged = state["staged"], state["rows_staged"]
         self.prepared = [tuple(p) for p in state["prepared"]]
         self.released, self.last_mtime_ns, self.ended = state["released"], state["last_mtime_ns"], state["ended"]
+        self.skip = state.get("skip", 0)
+        ledger = read_ledger(self.directory)
+        self.ledger_complete = ledger is not None
+        if ledger is not None:
+            self.ledger = ledger
 
     def snapshot_commit_prepare(self, checkpoint_id: int) -> Any:
         if not self.two_phase:
@@ -229,34 +280,97 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
         self._complete_if_released()
 
     def rollback_uncommitted(self, restored_checkpoint_id: Optional[int]) -> None:
-        """Delete the pending files the failed attempt wrote after the checkpoint (never seen by Spark)."""
-        keep = {h for h, _ in self.prepared}
+        """Delete the pending files the failed attempt wrote after the checkpoint (never seen by Spark) - apart from
+        those a release the ledger counts had not renamed yet, which it renames - and, if files were released after
+        the checkpoint's cut, go on after them (``_catch_up``)."""
+        keep = {p[0] for p in self.prepared}
         try:
-            names = os.listdir(self.directory)
+            names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
             return
         for name in names:
-            if _PENDING.match(name) and name not in keep:
-                try:
-                    os.remove(os.path.join(self.directory, name))
-                except FileNotFoundError:
-                    pass
+            m = _PENDING.match(name)
+            if m is None or name in keep:
+                continue
+            if int(m.group(1)) < self.ledger["files"]:  # released (the ledger is written first): finish the rename
+                self._rename_released(name, f"part-{m.group(1)}-{m.group(2)}.parquet")
+                continue
+            try:
+                os.remove(os.path.join(self.directory, name))
+            except FileNotFoundError:
+                pass
+        if self.restored is not None:
+            self._catch_up()
 
-    def _release(self, prepared: List[Tuple[str, str]]) -> None:
-        """Phase 2: make each prepared file visible to Spark, in order (idempotent: a file gone was released
-        before, and maybe processed and deleted by Spark since)."""
+    def _catch_up(self) -> None:
+        """A restored checkpoint older than the last release: Spark has the rows of the files released after its
+        cut (or reads them once the query restarts). Number the next file after the last one released, and skip
+        those rows: first in the restored buffers (oldest first), the rest in the replay (``_put``)."""
+        files, rows = self.ledger["files"], self.ledger["rows"]
+        if files <= self.staged:
+            return
+        self.skip += rows - self.rows_staged
+        self.staged, self.rows_staged = files, rows
+        self.released = max(self.released, files)
+        self.last_mtime_ns = max(self.last_mtime_ns, self.ledger.get("mtime_ns", 0))
+        n = self.skip
+        while n and self.pending:
+            t = self.pending[0]
+            if t.num_rows <= n:
+                self.pending.pop(0)
+                n -= t.num_rows
+                self.pending_rows -= t.num_rows
+            else:
+                self.pending[0] = t.slice(n)
+                self.pending_rows -= n
+                n = 0
+        k = min(n, len(self.rows))  # one row per gathered element (batches went to ``pending``)
+        if k:
+            del self.rows[:k]
+            self.rows_base += k
+            n -= k
+        self.skip = n
+
+    def _next_mtime(self) -> int:
+        """Spark's file source orders files by modification time (milliseconds): each one strictly later."""
+        mtime = max(time.time_ns() // 1_000_000 * 1_000_000, self.last_mtime_ns + 1_000_000)
+        self.last_mtime_ns = mtime
+        return mtime
+
+    def _rename_released(self, hidden: str, visible: str, mtime: Optional[int] = None) -> None:
+        src = os.path.join(self.directory, hidden)
+        mtime = self._next_mtime() if mtime is None else mtime
+        os.utime(src, ns=(mtime, mtime))
+        os.replace(src, os.path.join(self.directory, visible))
+
+    def _release(self, prepared: List[tuple]) -> None:
+        """Phase 2: make each prepared file visible to Spark, in order, after recording the release in the ledger
+        (idempotent: a file gone that the ledger counts was released before, and maybe processed and deleted by
+        Spark since)."""
         mine = set(self.prepared)
-        for hidden, visible in prepared:
-            part = (hidden, visible)
-            if part not in mine:
-                continue  # released by an earlier commit (prepared values are cumulative)
-            src = os.path.join(self.directory, hidden)
-            if os.path.exists(src):
-                # Spark's file source orders files by modification time (milliseconds): each one strictly later
-                mtime = max(time.time_ns() // 1_000_000 * 1_000_000, self.last_mtime_ns + 1_000_000)
-                os.utime(src, ns=(mtime, mtime))
-                self.last_mtime_ns = mtime
-                os.replace(src, os.path.join(self.directory, visible))
+        due = [tuple(p) for p in prepared if tuple(p) in mine]  # others: released by an earlier commit
+        if not due:
+            return
+        ledger = dict(self.ledger)
+        mtimes = {}
+        for part in due:
+            number = _part_number(part[0])
+            if os.path.exists(os.path.join(self.directory, part[0])):
+                mtimes[part] = self._next_mtime()
+            elif self.ledger_complete and number >= ledger["files"]:
+                raise CheckpointError(
+                    f"Sink.to_spark_stream: the staged file {part[0]} of the restored checkpoint is gone from "
+                    f"{self.directory} but was never released to Spark (the rollback of another restore deletes "
+                    "what it did not restore): its rows would be lost")
+            if len(part) > 2 and number >= ledger["files"]:  # (a pair: prepared by a run that kept no ledger)
+                ledger["files"], ledger["rows"] = number + 1, part[2]
+        ledger["mtime_ns"] = max(self.last_mtime_ns, ledger.get("mtime_ns", 0))
+        if ledger != self.ledger:
+            _write_ledger(self.directory, ledger)  # first: a release the renames did not finish is still counted
+            self.ledger = ledger
+        for part in due:
+            if part in mtimes:
+                self._rename_released(part[0], part[1], mtimes[part])
             self.prepared.remove(part)
             self.released += 1
 
@@ -376,6 +490,10 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
 
     # ---------------------------------------------------------------- staging
     def _put(self, table: pa.Table) -> None:  # BlockLogic hands over each checked table here
+        if self.skip and table.num_rows:  # rows Spark has from files released after the restored cut
+            k = min(self.skip, table.num_rows)
+            self.skip -= k
+            table = table.slice(k)
         if table.num_rows:
             self.pending.append(table)
             self.pending_rows += table.num_rows
@@ -414,7 +532,7 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
 
     def _send_schema(self) -> None:
         if self.two_phase:  # the driver starts the query on this sink's directory
-            self.stage.box.call("offer", self.schema, self.directory, self.released)
+            self.stage.box.call("offer", self.schema, self.directory, self.released, self.restored is not None)
         else:
             self.stage.box.call("offer_schema", self.schema)  # the driver starts the query with it
         self.schema_sent = True
@@ -428,19 +546,17 @@ class _StagingLogic(BlockLogic, TimerGraphStageLogic):
             token = uuid.uuid4().hex[:8]
             hidden = f".pending-{self.staged:08d}-{token}.parquet"
             pq.write_table(table, os.path.join(self.directory, hidden), coerce_timestamps="us")
-            self.prepared.append((hidden, f"part-{self.staged:08d}-{token}.parquet"))
-            self.staged += 1
             self.rows_staged += table.num_rows
+            self.prepared.append((hidden, f"part-{self.staged:08d}-{token}.parquet", self.rows_staged))
+            self.staged += 1
             if not self.checkpointing:  # restored into a run without checkpoints: nothing will commit it later
                 self._release(self.prepared[-1:])
             return
         name = f"part-{self.staged:08d}.parquet"
         hidden = os.path.join(self.stage.directory, f".{name}.tmp")
         pq.write_table(table, hidden, coerce_timestamps="us")
-        # Spark's file source orders files by modification time (milliseconds): make each one strictly later
-        mtime = max(time.time_ns() // 1_000_000 * 1_000_000, self.last_mtime_ns + 1_000_000)
+        mtime = self._next_mtime()
         os.utime(hidden, ns=(mtime, mtime))
-        self.last_mtime_ns = mtime
         os.replace(hidden, os.path.join(self.stage.directory, name))
         self.staged += 1
         self.rows_staged += table.num_rows

@@ -5,10 +5,14 @@ restore keeps the staging directory and restarts the query on it with the same c
 reads back what Spark wrote and compares it with the failure-free output: each row once."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
+import time
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import ray.cloudpickle
 
@@ -83,6 +87,103 @@ def test_a_failure_after_checkpoints_then_a_restore_writes_every_row_once(spark,
     assert _written(spark, base) == list(range(N))
     assert _staging(base) == []  # every staging directory is gone once the query processed everything
     assert not spark.streams.active
+
+
+def _wait_until(condition, timeout: float = 120.0, what: str = "condition", poll: float = 0.01) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not reached within {timeout}s"
+        time.sleep(poll)
+
+
+def test_restoring_an_older_checkpoint_taken_before_anything_was_released_writes_every_row_once(spark, tmp_path):
+    # checkpoint 1 is taken before the sink staged anything; the later checkpoints release files that Spark
+    # processes; the run fails; a restore of checkpoint 1 (retained) replays every row: Spark has some of them
+    # already, from files released after the checkpoint, and must get each row once all the same
+    base = tmp_path
+    (base / "staging").mkdir()
+    valve = _Valve(0)
+    mat = _mat(tmp_path, retained=100)
+    try:
+        written = _rows().via(Flow.from_graph(valve)).island().to_mat(_sink(spark, base), Keep.right) \
+            .run(mat, name="stream-older")
+        g = mat.running_graph("stream-older")
+        assert valve.reached.wait(60)
+        older = g.checkpoint_now(timeout=60)  # nothing staged, nothing released
+        valve.open_to(1500)  # the sink asks for the checkpoints that release its files
+        _wait_until(lambda: (base / "out").is_dir() and len(_written(spark, base)) >= 400, what="Spark's first rows",
+                    poll=0.5)
+        g.cancel(RuntimeError("injected failure"))
+        with pytest.raises(RuntimeError, match="injected failure"):
+            written.result(60)
+        assert g.wait(60)
+        assert g.checkpoints()[-1].id > older.id
+    finally:
+        mat.shutdown()
+    before = _written(spark, base)
+    assert before == list(range(len(before))) and len(before) < 1500
+    mat = _mat(tmp_path, retained=100)
+    try:
+        written = _rows().via(Flow.from_graph(_Valve(N))).island().to_mat(_sink(spark, base), Keep.right) \
+            .run(mat, name="stream-older", restore_from=older)
+        assert written.result(180) == N
+    finally:
+        mat.shutdown()
+    assert _written(spark, base) == list(range(N))
+    assert _staging(base) == []
+    assert not spark.streams.active
+
+
+def _restored_logic(directory, **state):
+    """A staging sink's logic given ``state`` as its checkpoint's (the restore's hooks need no running graph)."""
+    from atoll.interop.spark_stream_staging import StagingSink
+    from atoll.stage import Attributes
+
+    stage = StagingSink(pa.schema([("x", pa.int64())]), str(directory), None, 100, 0.5, 2, deferred=True,
+                        spark_checkpoint="chk")
+    logic, _promise = stage.create_logic_and_materialized_value(Attributes())
+    full = dict(count=0, schema=stage.schema, rows=[], rows_base=0, pending=[], directory=str(directory),
+                spark_checkpoint="chk", staged=0, rows_staged=0, prepared=[], released=0, last_mtime_ns=0,
+                ended=False)
+    full.update(state)
+    logic.restore_from_snapshot(full)
+    return logic
+
+
+def _table(lo: int, hi: int):
+    return pa.table({"x": list(range(lo, hi))})
+
+
+def test_a_restore_older_than_the_last_release_skips_the_rows_spark_has_and_finishes_a_cut_short_release(tmp_path):
+    from atoll.interop.spark_stream_staging import LEDGER
+
+    # the ledger counts files 0..2 (rows 0..29); file 2's rename was cut short by a crash; file 3 was never released
+    (tmp_path / LEDGER).write_text(json.dumps({"files": 3, "rows": 30, "mtime_ns": 5_000_000}))
+    pq.write_table(_table(20, 30), tmp_path / ".pending-00000002-aaaa.parquet")
+    pq.write_table(_table(30, 40), tmp_path / ".pending-00000003-bbbb.parquet")
+    # checkpoint 1's cut: file 0 (rows 0..9) prepared (released since, and processed by Spark: gone), rows 10..27
+    # gathered (a table, then three rows)
+    logic = _restored_logic(tmp_path, staged=1, rows_staged=10, released=0, count=28, rows_base=25,
+                            prepared=[(".pending-00000000-cccc.parquet", "part-00000000-cccc.parquet", 10)],
+                            pending=[_table(10, 25)], rows=[{"x": 25}, {"x": 26}, {"x": 27}])
+    logic.snapshot_commit_finish(1, [(".pending-00000000-cccc.parquet", "part-00000000-cccc.parquet", 10)], True)
+    logic.rollback_uncommitted(1)
+    assert sorted(os.listdir(tmp_path)) == [LEDGER, "part-00000002-aaaa.parquet"]
+    assert (logic.staged, logic.rows_staged, logic.released) == (3, 30, 3)
+    assert logic.pending == [] and logic.rows == [] and logic.skip == 2  # rows 28 and 29 come with the replay
+    logic._put(_table(28, 33))
+    assert [t.column("x").to_pylist() for t in logic.pending] == [[30, 31, 32]] and logic.skip == 0
+    assert logic.save_to_snapshot()["skip"] == 0
+
+
+def test_a_restored_prepared_file_that_is_gone_but_was_never_released_fails_the_restore(tmp_path):
+    from atoll.interop.spark_stream_staging import LEDGER
+
+    (tmp_path / LEDGER).write_text(json.dumps({"files": 3, "rows": 30, "mtime_ns": 5_000_000}))
+    prepared = [(".pending-00000005-dddd.parquet", "part-00000005-dddd.parquet", 50)]
+    logic = _restored_logic(tmp_path, staged=6, rows_staged=50, released=3, prepared=prepared)
+    with pytest.raises(CheckpointError, match="never released to Spark"):
+        logic.snapshot_commit_finish(4, prepared, True)
 
 
 @pytest.mark.parametrize("at,schema", [(0, SCHEMA), (1234, SCHEMA), (1234, None)], ids=["0", "1234", "inferred"])
