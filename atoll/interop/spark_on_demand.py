@@ -32,11 +32,15 @@ emitted and those asked ahead), and Ray holds at most two of them plus the chann
 
 Measured (tests/interop/test_spark_on_demand.py): with one element requested from a DataFrame of 64 partitions,
 Spark ran tasks for 3 partitions (3 single-task jobs). A DataFrame of 4x the object store's size (400 MiB through
-a 100 MiB store) streams through with every row. **Limitation:** the object store's use is *not* bounded by the
-partitions in flight: the executor actor's reply (the partition's Arrow bytes, a cross-language Ray object) stays
-referenced by the reused fetch worker after the fetch task ended (``ray memory`` lists it as that worker's local
-reference; dropping the ref and ``gc.collect()`` do not release it), so the store fills and Ray spills those
-replies to disk. RayDP's own recoverable fetch has the same behaviour.
+a 100 MiB store) streams through with every row. This module's objects in the store stay few: sampled with
+``ray memory``'s per-process reference lists during that stream, the hub held at most the executor's reply it was
+copying (released by reference counting as soon as it is copied: Ray hands the executor's ``byte[]`` over as raw
+bytes, copied into the hub) and the island at most the next partition's table. **Limitation:** the store's use is
+still *not* bounded when the source's batches cross to another island: the channel's codec
+(``atoll/_impl/actors/codec.py``) keeps each sent frame's object refs (sender) and each received frame's fetched
+values (receiver) alive in a reference cycle - its msgpack hooks are closures that refer to themselves - until
+Python's cyclic garbage collector runs, so the batches sent pile up in the store (each a slice of its partition's
+table, put with the table's buffers whole) and Ray spills them: 868-936 MiB spilled for that 404 MiB DataFrame.
 
 What is not streamed: a DataFrame whose plan has a shuffle runs the shuffle's map side whole with the first
 partition's job (Spark's stage boundary; later jobs reuse the shuffle files). A partition's job that fails fails

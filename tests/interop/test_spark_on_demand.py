@@ -146,10 +146,9 @@ def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
     streams through an island into a sink that drops it; the store's use is sampled meanwhile.
 
     What this shows: the stream completes with every row, Spark never holding or computing the DataFrame whole.
-    What it does not: the store's use staying at a few partitions. RayDP's executor replies (the Arrow bytes a
-    fetch task receives from the executor actor) stay referenced by the reused fetch worker after the task ended,
-    so the store fills and Ray spills them to disk (printed below; see the module docstring of
-    atoll.interop.spark_on_demand)."""
+    What it does not: the store's use staying at a few partitions. The channel between the two islands keeps the
+    batches it sent and received referenced until Python's cyclic garbage collector runs, so the store fills and
+    Ray spills them to disk (printed below; see the module docstring of atoll.interop.spark_on_demand)."""
     used0, spilled0, avail0 = store_stats()
     capacity = used0 + avail0
     part_bytes = 4 * 1024 * 1024
