@@ -32,15 +32,16 @@ emitted and those asked ahead), and Ray holds at most two of them plus the chann
 
 Measured (tests/interop/test_spark_on_demand.py): with one element requested from a DataFrame of 64 partitions,
 Spark ran tasks for 3 partitions (3 single-task jobs). A DataFrame of 4x the object store's size (400 MiB through
-a 100 MiB store) streams through with every row. This module's objects in the store stay few: sampled with
-``ray memory``'s per-process reference lists during that stream, the hub held at most the executor's reply it was
-copying (released by reference counting as soon as it is copied: Ray hands the executor's ``byte[]`` over as raw
-bytes, copied into the hub) and the island at most the next partition's table. **Limitation:** the store's use is
-still *not* bounded when the source's batches cross to another island: the channel's codec
-(``atoll/_impl/actors/codec.py``) keeps each sent frame's object refs (sender) and each received frame's fetched
-values (receiver) alive in a reference cycle - its msgpack hooks are closures that refer to themselves - until
-Python's cyclic garbage collector runs, so the batches sent pile up in the store (each a slice of its partition's
-table, put with the table's buffers whole) and Ray spills them: 868-936 MiB spilled for that 404 MiB DataFrame.
+a 100 MiB store) streams through with every row and the store holds only what is in flight: the next partition's
+table, the executor's replies the hub is copying (each released by reference counting as soon as it is copied: Ray
+hands the executor's ``byte[]`` over as raw bytes, copied into the hub) and the batches in the channel to the next
+island - 12-16 MiB of primary copies at the peak against a bound of 48 MiB (derived in the test), nothing
+spilled. (Until the channel codec's msgpack hooks stopped referring to themselves, a reference cycle kept every
+batch sent across islands referenced until Python's cyclic garbage collector ran: the store filled and Ray spilled
+868-936 MiB for that 404 MiB DataFrame. The executor's reply, blamed for it before, never stayed.) A batch crossing
+islands is a slice of its partition's table and is put in the store with the table's buffers whole (Arrow pickles
+a slice of a record batch so): with ``max_rows_per_batch`` a quarter of a partition, each batch object is a
+partition's size.
 
 What is not streamed: a DataFrame whose plan has a shuffle runs the shuffle's map side whole with the first
 partition's job (Spark's stage boundary; later jobs reuse the shuffle files). A partition's job that fails fails

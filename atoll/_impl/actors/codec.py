@@ -60,6 +60,7 @@ import gc
 import os
 import struct
 import sys
+import weakref
 from array import array as _array
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -165,7 +166,8 @@ def _encoder(refs: list):
     def default(obj):
         t = type(obj)
         if t is tuple:
-            return msgpack.ExtType(EXT_TUPLE, msgpack.packb(list(obj), default=default, strict_types=True, use_bin_type=True))
+            return msgpack.ExtType(EXT_TUPLE, msgpack.packb(list(obj), default=itself(), strict_types=True,
+                                                            use_bin_type=True))
         if t is _datetime:
             packed = _pack_datetime(obj)
             if packed is not None:
@@ -175,14 +177,32 @@ def _encoder(refs: list):
         if isinstance(obj, large) or (isinstance(obj, (bytes, bytearray, memoryview)) and len(obj) >= LARGE_BYTES):
             import ray
 
-            refs.append(ray.put(obj))
+            refs.append(ray.put(_compacted(obj)))
             return msgpack.ExtType(EXT_REF, msgpack.packb(len(refs) - 1))
         if object_ref is not None and isinstance(obj, object_ref):
             refs.append(PassedRef(obj))
             return msgpack.ExtType(EXT_REF, msgpack.packb(len(refs) - 1))
         return msgpack.ExtType(EXT_PICKLE, cloudpickle.dumps(obj))
 
+    # the hook reaches itself (tuples recurse) through a weak reference: a closure holding itself is a reference
+    # cycle, which kept ``refs`` - the frame's objects in the object store - alive after the frame was sent, until
+    # the cyclic garbage collector ran (the store filled with sent frames and Ray spilled them)
+    itself = weakref.ref(default)
     return default
+
+
+def _compacted(obj: Any) -> Any:
+    """``obj``, or for an Arrow table or batch that is a slice of larger buffers a copy holding only its own rows:
+    Arrow pickles a slice with its parent's buffers whole, so a quarter of a Spark partition would go into the
+    object store as the whole partition (chunks of a table are compacted one by one, the chunking kept)."""
+    pa = _pa
+    if pa is None or not isinstance(obj, (pa.Table, pa.RecordBatch)) or not hasattr(pa, "concat_batches"):
+        return obj
+    if obj.get_total_buffer_size() <= 2 * obj.nbytes + 65536:
+        return obj
+    if isinstance(obj, pa.RecordBatch):
+        return pa.concat_batches([obj])
+    return pa.Table.from_batches([pa.concat_batches([b]) for b in obj.to_batches()], schema=obj.schema)
 
 
 def _pack_datetime(d: _dt.datetime) -> Optional[msgpack.ExtType]:
@@ -223,7 +243,7 @@ def _ext_hook(refs: list):
         if code == EXT_DATETIME:
             return _unpack_datetime(data)
         if code == EXT_TUPLE:
-            return tuple(msgpack.unpackb(data, ext_hook=ext_hook, raw=False, strict_map_key=False))
+            return tuple(msgpack.unpackb(data, ext_hook=itself(), raw=False, strict_map_key=False))
         if code == EXT_DATE:
             return _date(data)
         if code == EXT_REF:
@@ -232,6 +252,9 @@ def _ext_hook(refs: list):
             return cloudpickle.loads(data)
         raise ValueError(f"unknown frame extension type {code}")
 
+    # through a weak reference, as the encoder's hook: a cycle kept ``fetched`` - zero-copy views of the frame's
+    # objects in the object store - alive after the frame was decoded, until the cyclic garbage collector ran
+    itself = weakref.ref(ext_hook)
     return ext_hook
 
 
