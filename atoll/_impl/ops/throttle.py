@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...errors import RateExceededError
+from ...stage.checkpointing import NO_STATE
 from ...stage.handlers import InHandler, OutHandler
 from ...stage.supervision import Supervision, decide
 from ...stage.timers import TimerGraphStageLogic
@@ -130,12 +131,16 @@ class Throttle(FlowStage):
 
 
 class _ThrottleLogic(TimerGraphStageLogic, InHandler, OutHandler):
-    # checkpoints: the token bucket is processing time (a restored stage starts with a full bucket); an
-    # element waiting for tokens goes out when its timer fires, so the cut waits for it instead of saving it
-    stateless = True
+    # checkpoints: the token bucket is processing time (a restored stage starts with a full bucket); the state is
+    # the element waiting for tokens, if any, emitted first after a restore. (Waiting for it instead starved the
+    # cut: a throttle fed by a stage of its own island that holds elements - map_concat, recursively, buffer -
+    # takes the next element in the same event that emits the last one, so it is never without one.)
+    def save_to_snapshot(self):
+        held = self.current if self.current is not None else self.restored
+        return NO_STATE if held is None else (held,)
 
-    def ready_for_snapshot(self) -> bool:
-        return self.current is None
+    def restore_from_snapshot(self, state) -> None:
+        self.restored = state[0]
 
     def __init__(self, stage: Throttle, decider):
         super().__init__(stage.shape)
@@ -146,6 +151,7 @@ class _ThrottleLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.enforcing = stage.enforcing
         self.decider = decider
         self.current = None
+        self.restored = None  # the element a restore gave back: emitted at the first pull
         self.set_handler(stage.in_, self)
         self.set_handler(stage.out, self)
 
@@ -156,11 +162,13 @@ class _ThrottleLogic(TimerGraphStageLogic, InHandler, OutHandler):
         self.bucket.init(self._now())
 
     def on_upstream_finish(self) -> None:
-        if not (self.is_available(self.out) and self.is_timer_active(_TIMER)):
+        if self.restored is None and not (self.is_available(self.out) and self.is_timer_active(_TIMER)):
             self.complete_stage()
 
     def on_push(self) -> None:
-        elem = self.grab(self.in_)
+        self._offer(self.grab(self.in_))
+
+    def _offer(self, elem) -> None:
         try:
             cost = self.cost_fn(elem)
         except Exception as exc:
@@ -185,6 +193,12 @@ class _ThrottleLogic(TimerGraphStageLogic, InHandler, OutHandler):
             self.schedule_once(_TIMER, delay / _NANOS)
 
     def on_pull(self) -> None:
+        if self.restored is not None:
+            elem, self.restored = self.restored, None
+            self._offer(elem)  # a full bucket: it goes now, unless its cost is above the burst
+            if self.current is None and self.is_closed(self.in_) and not self.is_closed(self.out):
+                self.complete_stage()  # upstream ended before the pull (a restored source at its end)
+            return
         self.pull(self.in_)
 
     def on_timer(self, key) -> None:
