@@ -1,0 +1,123 @@
+"""``recursively`` under kills on Materializer.local: the island running the loop is killed at a random point, the
+graph restarts from its last complete checkpoint (the loop's queues, root counter and per-root counts restored),
+and the output equals the failure-free run's - the same elements, each once, every root's descendants in the
+order the stage defines (breadth first, as the step produces them), the roots in upstream order.
+Mirrors tests/ray/test_recursively_recovery_ray.py."""
+from __future__ import annotations
+
+import functools
+import random
+import threading
+import time
+from collections import Counter
+from typing import Optional
+
+import pytest
+
+from atoll import CheckpointSettings, Keep, Materializer, RestartPolicy, Sink, Source
+from atoll.testkit.chaos import kill_island_at
+from atoll.testkit.stages_stopped import assert_all_stages_stopped
+
+ROOTS = 100
+DEPTH = 16  # a root (r, 1) grows the binary tree (r, 1..2*DEPTH-1): 31 elements
+TOTAL = ROOTS * (2 * DEPTH - 1)
+
+
+def _children(e):
+    return [(e[0], 2 * e[1]), (e[0], 2 * e[1] + 1)]
+
+
+def _step(s):
+    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children)
+
+
+def _step_substream(s):
+    # ``take`` has no stateless form: each expansion runs as a substream (a cut waits while one runs)
+    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children).take(2)
+
+
+STEPS = {"fused": _step, "substream": _step_substream}
+
+
+def _graph(step: str, emitted: Optional[list] = None):
+    """The roots, the loop in an island of its own, 1500 elements/s taken from it in the same island (about 2 s):
+    the loop is held back by its output, so its queues hold elements at every cut and at the kill. ``emitted[0]``
+    counts the roots the source emits (replays included)."""
+    def root(r):
+        if emitted is not None:
+            emitted[0] += 1
+        return (r, 1)
+
+    return (Source.range(0, ROOTS).map(root).island().recursively(STEPS[step])
+            .throttle(150, 0.1).island().to_mat(Sink.seq(), Keep.right))
+
+
+@functools.lru_cache(maxsize=None)
+def _failure_free(step: str) -> tuple:
+    mat = Materializer.local()
+    try:
+        return tuple(_graph(step).run(mat).result(60))
+    finally:
+        mat.shutdown()
+
+
+def check_exact(got, expected, roots: int, depth: int) -> None:
+    """``got`` equals the failure-free ``expected`` in everything ``recursively`` defines: the multiset, each
+    root's descendants in breadth-first order, the roots in upstream order."""
+    assert Counter(got) == Counter(expected)
+    assert len(got) == roots * (2 * depth - 1)  # each element once (they are all distinct)
+    per_root = {}
+    for r, v in got:
+        per_root.setdefault(r, []).append(v)
+    per_root_expected = {}
+    for r, v in expected:
+        per_root_expected.setdefault(r, []).append(v)
+    assert per_root == per_root_expected
+    assert all(vs == list(range(1, 2 * depth)) for vs in per_root.values())  # breadth first: 1, 2, 3, ...
+    assert list(per_root) == list(range(roots))  # the roots in upstream order (dicts keep first appearance)
+
+
+def _threads_of(name: str) -> list:
+    return [t.name for t in threading.enumerate() if name in t.name and t.is_alive()]
+
+
+def _assert_no_thread_left(mat, name: str) -> None:
+    assert_all_stages_stopped(mat, timeout=10)
+    deadline = time.monotonic() + 10
+    while _threads_of(name):
+        assert time.monotonic() < deadline, f"threads left: {_threads_of(name)}"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_the_loop_island_killed_at_a_random_point_recovers_exactly(tmp_path, step, fusion):
+    expected = _failure_free(step)
+    seed = random.randrange(1 << 30)
+    fraction = random.Random(seed).uniform(0.3, 0.7)
+    name = f"recursively-{step}-{fusion}"
+    mat = Materializer.local(fusion=fusion, checkpoint=CheckpointSettings(
+        storage=str(tmp_path), interval=0.1, restart=RestartPolicy(backoff=0.0)))
+    emitted = [0]
+    try:
+        seq = _graph(step, emitted).run(mat, name=name)
+        g = mat.running_graph(name)
+        deadline = time.monotonic() + 30
+        while emitted[0] < 0.2 * ROOTS:
+            assert time.monotonic() < deadline, "the source did not get going"
+            time.sleep(0.005)
+        g.checkpoint_now(timeout=10)  # taken mid-stream (and more every 0.1 s): the restore resumes the loop
+        # islands are numbered from the sink: island 1 runs recursively, the sink's island (0) counts the output
+        struck = kill_island_at(g, 1, fraction, TOTAL, watch=0)
+        before = emitted[0]
+        got = seq.result(60)
+        replayed = emitted[0] - ROOTS
+        print(f"seed={seed} fraction={fraction:.2f} killed the recursively island after {struck} of {TOTAL} "
+              f"outputs ({before} roots), {replayed} roots replayed")
+        check_exact(got, expected, ROOTS, DEPTH)
+        assert g.restarts == 1, f"seed={seed}"  # the kill happened mid-stream and was recovered from
+        assert struck < TOTAL
+        assert 0 <= replayed < before, f"seed={seed}"  # restored from a checkpoint, not from the beginning
+    finally:
+        mat.shutdown()
+    _assert_no_thread_left(mat, name)

@@ -1,0 +1,106 @@
+"""``recursively`` under kills on Materializer.ray: the island actor running the loop is killed at a random point,
+the graph restarts from its last complete checkpoint, and the output equals the failure-free run's - the same
+elements, each once, every root's descendants in breadth-first order, the roots in upstream order. Mirrors
+tests/checkpoint/test_recursively_recovery.py."""
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import pytest
+
+from atoll import CheckpointSettings, Keep, Materializer, RestartPolicy, Sink, Source
+from atoll.testkit.chaos import kill_island_at
+
+import ray_helpers
+from ray_helpers import wait_no_island_actors
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """conftest's session, always on a cluster of its own (``address="local"``): ``ray.init()`` without an address
+    joins the cluster another process on this machine started last (``ray.cluster_utils.Cluster`` writes its
+    address to /tmp/ray/ray_current_cluster), where ``num_cpus`` is refused."""
+    import os
+
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    ctx = ray.init(address="local", num_cpus=4, include_dashboard=True, log_to_driver=False,
+                   runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ray_helpers.DASHBOARD = ctx.dashboard_url
+    yield
+    ray.shutdown()
+
+ROOTS = 150
+DEPTH = 16  # a root (r, 1) grows the binary tree (r, 1..2*DEPTH-1): 31 elements
+TOTAL = ROOTS * (2 * DEPTH - 1)
+
+
+def _children(e):
+    return [(e[0], 2 * e[1]), (e[0], 2 * e[1] + 1)]
+
+
+def _step(s):
+    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children)
+
+
+def _step_substream(s):
+    # ``take`` has no stateless form: each expansion runs as a substream (a cut waits while one runs)
+    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children).take(2)
+
+
+STEPS = {"fused": _step, "substream": _step_substream}
+
+
+def _graph(step: str):
+    """The roots, the loop in an island of its own, 1000 elements/s taken from it in the same island (about 5 s):
+    the loop is held back by its output, so its queues hold elements at every cut and at the kill."""
+    return (Source.range(0, ROOTS).map(lambda r: (r, 1)).island().recursively(STEPS[step])
+            .throttle(100, 0.1).island().to_mat(Sink.seq(), Keep.right))
+
+
+def _check_exact(got, expected) -> None:
+    assert Counter(got) == Counter(expected)
+    assert len(got) == TOTAL  # each element once (they are all distinct)
+    per_root, per_root_expected = {}, {}
+    for r, v in got:
+        per_root.setdefault(r, []).append(v)
+    for r, v in expected:
+        per_root_expected.setdefault(r, []).append(v)
+    assert per_root == per_root_expected
+    assert all(vs == list(range(1, 2 * DEPTH)) for vs in per_root.values())  # breadth first: 1, 2, 3, ...
+    assert list(per_root) == list(range(ROOTS))  # the roots in upstream order (dicts keep first appearance)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_the_loop_island_killed_at_a_random_point_recovers_exactly(ray_session, rmat, tmp_path, step):
+    expected = _graph(step).run(rmat).result(120)  # the failure-free run, on the module's plain materializer
+    seed = random.randrange(1 << 30)
+    fraction = random.Random(seed).uniform(0.3, 0.7)
+    name = f"recursively-{step}"
+    mat = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(
+        storage=str(tmp_path), interval=0.2, restart=RestartPolicy(backoff=0.0)))
+    try:
+        seq = _graph(step).run(mat, name=name)
+        g = mat.running_graph(name)
+        deadline = time.monotonic() + 60
+        while not g.checkpoints():
+            assert time.monotonic() < deadline, "no checkpoint completed"
+            time.sleep(0.01)
+        # islands are numbered from the sink: island 1 runs recursively, the sink's island (0) counts the output
+        struck = kill_island_at(g, 1, fraction, TOTAL, watch=0)
+        got = seq.result(120)
+        print(f"seed={seed} fraction={fraction:.2f} killed the recursively island after {struck} of {TOTAL} outputs")
+        _check_exact(got, expected)
+        assert g.restarts == 1, f"seed={seed}"  # the kill happened mid-stream and was recovered from
+        assert struck < TOTAL
+        assert g.wait(30)
+    finally:
+        mat.shutdown()
+    assert wait_no_island_actors() == []
