@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
+from itertools import repeat
+from operator import length_hint
 from typing import Any, List, Optional
 
 from ...errors import NO_MORE_ELEMENTS_NEEDED
@@ -145,12 +147,15 @@ class GraphInterpreter:
         pushing, pulling, in_ready, out_ready = PUSHING, PULLING, IN_READY, OUT_READY
         remaining = event_limit if event_limit < 0 else 0  # the budget left when the loop runs out
         self.chased = None
-        # the budget as a range: the loop counts events without a decrement and a test of its own
-        for left in range(event_limit, 0, -1):
+        # the budget as an iterator that hands out the same object each time (``range`` would make a new int per
+        # event past 256): the loop counts events without a decrement or a test of its own, and when the events
+        # run out the iterator's length says how much budget is left (this event's included)
+        budget = repeat(None, event_limit)
+        for _ in budget:
             conn = self.chased
             if conn is None:
                 if not queue:
-                    remaining = left
+                    remaining = length_hint(budget) + 1
                     break
                 conn = pop()
             else:
