@@ -27,7 +27,7 @@ N = 2000
 def ray_session():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=80 * 1024 * 1024)
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=80 * 1024 * 1024)
     yield
     if started:
         ray.shutdown()

@@ -27,6 +27,7 @@ def _start_ray() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     ray.init(
+        address="local",
         num_cpus=4,
         include_dashboard=False,
         log_to_driver=False,

@@ -451,7 +451,7 @@ def test_graphs_without_event_time_never_compute_combined_timestamps(mat, monkey
 def ray_mat():
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     m = Materializer.ray(start_timeout=30)
     yield m
     m.shutdown()

@@ -42,7 +42,7 @@ def ray_mat():
     # test modules are imported by name (no packages): let Ray workers import them too
     here = os.path.dirname(os.path.abspath(__file__))
     path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": path}})
     m = Materializer.ray(start_timeout=30)
     yield m

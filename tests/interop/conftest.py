@@ -32,7 +32,7 @@ def ray_session():
     """Ray, started here (2 CPUs, a 100 MiB object store, no dashboard) unless something already started it."""
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)
     yield
     if started:
         ray.shutdown()

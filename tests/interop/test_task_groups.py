@@ -17,7 +17,7 @@ from atoll.interop.task_groups import PER_TASK, groups, map_grouped, returns  # 
 def ray_session():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield
     if started:
         ray.shutdown()

@@ -156,7 +156,7 @@ def cluster_with_runtime_env(wheel, tmp_path_factory):
         z.extractall(unpacked)
     # the wheel's package directory, not the .whl: Ray pip-installs a .whl in py_modules with all its
     # dependencies (Ray, PySpark ... ~1 GB per session directory)
-    ray.init(num_cpus=2, include_dashboard=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False,
              runtime_env={"working_dir": str(app), "py_modules": [str(unpacked / "atoll")]})
     sys.path.insert(0, str(app))  # the driver pickles the probe's function by reference, so it imports it too
     try:

@@ -19,7 +19,7 @@ def ray_session():
     # test modules are imported by name (no packages): let workers import them too
     here = os.path.dirname(os.path.abspath(__file__))
     path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ctx = ray.init(num_cpus=4, include_dashboard=True, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ctx = ray.init(address="local", num_cpus=4, include_dashboard=True, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     import ray_helpers
 
     ray_helpers.DASHBOARD = ctx.dashboard_url
