@@ -12,7 +12,8 @@ A frame (a list of elements) travels as msgpack bytes plus a list of Ray object 
 * numpy arrays, Arrow tables/record batches and bytes-likes of ``large_bytes`` or more are put in the
   object store and travel as references, so they are never copied through msgpack and are read
   zero-copy on the receiving side. The reference list is a separate call argument, so Ray tracks the
-  references (the receiver borrows them);
+  references (the receiver borrows them). ``encode_message`` can report the bytes each one takes in the store
+  (``stored_size``): a channel bounds what its elements hold there with them (``boundaries``, DESIGN 6);
 * an element that is itself a Ray ``ObjectRef`` (``map_remote(fetch=False)``, ``ray.put`` in a ``map``) goes
   in the same list inside a ``PassedRef`` holder: Ray tracks it as a nested reference, and the receiver gets
   the ref back without fetching its value (an ObjectRef pickled into the payload would lose its owner).
@@ -156,7 +157,23 @@ def _object_ref_type():
     return None if ray is None else ray.ObjectRef
 
 
-def _encoder(refs: list):
+def stored_size(obj: Any) -> int:
+    """The bytes ``obj``, an object the encoder puts into the object store, occupies there (its data; the few hundred
+    bytes of Ray's and pickle's headers are not counted): a bytes-like's length; an Arrow table's or batch's buffers
+    (what it pickles with: a slice's parent buffers, ``_compacted`` leaves up to twice its rows' bytes) or its rows'
+    bytes when more (a buffer shared by several columns or chunks counts once in the first, each time in the
+    second); a numpy array's ``nbytes``."""
+    if isinstance(obj, (bytes, bytearray)):
+        return len(obj)
+    if isinstance(obj, memoryview):
+        return obj.nbytes
+    pa = _pa
+    if pa is not None and isinstance(obj, (pa.Table, pa.RecordBatch)):
+        return max(obj.get_total_buffer_size(), obj.nbytes)
+    return int(getattr(obj, "nbytes", 0) or 0)
+
+
+def _encoder(refs: list, sizes: Optional[list] = None):
     global _LARGE
     if _LARGE is None:
         _LARGE = _large_types()
@@ -177,7 +194,10 @@ def _encoder(refs: list):
         if isinstance(obj, large) or (isinstance(obj, (bytes, bytearray, memoryview)) and len(obj) >= LARGE_BYTES):
             import ray
 
-            refs.append(ray.put(_compacted(obj)))
+            obj = _compacted(obj)
+            refs.append(ray.put(obj))
+            if sizes is not None:
+                sizes.append(stored_size(obj))
             return msgpack.ExtType(EXT_REF, msgpack.packb(len(refs) - 1))
         if object_ref is not None and isinstance(obj, object_ref):
             refs.append(PassedRef(obj))
@@ -404,10 +424,12 @@ def decode(payload: bytes, refs: list) -> List[Any]:
     return _frame_of(msgpack.unpackb(payload, ext_hook=_ext_hook(refs), raw=False, strict_map_key=False), 0)
 
 
-def encode_message(ch: int, seq: int, frame: List[Any]) -> Tuple[bytes, list]:
+def encode_message(ch: int, seq: int, frame: List[Any], sizes: Optional[list] = None) -> Tuple[bytes, list]:
     """Frame ``seq`` of channel ``ch`` -> (payload, object refs): one bytes value carries the channel
     id, the sequence number and the frame, so that a frame is one small call argument (Ray
-    deserializes each call argument separately)."""
+    deserializes each call argument separately). ``sizes``: a list to which the bytes of each object the frame put
+    into the object store are appended (``stored_size``; an element that is itself an ``ObjectRef`` was put there by
+    someone else and is not counted)."""
     refs: list = []
     cols = columns_of(frame)
     if cols is not None:
@@ -420,7 +442,7 @@ def encode_message(ch: int, seq: int, frame: List[Any]) -> Tuple[bytes, list]:
             body = [ch, seq, nums[0], nums[1], nums[2]]
         else:  # ints, floats and bytes only: no extension hook needed
             return msgpack.packb([ch, seq, nums[0], nums[1]], use_bin_type=True), refs
-    payload = msgpack.packb(body, default=_encoder(refs), strict_types=True, use_bin_type=True)
+    payload = msgpack.packb(body, default=_encoder(refs, sizes), strict_types=True, use_bin_type=True)
     return payload, refs
 
 
