@@ -67,13 +67,15 @@ class _ActorContextMaterializer:
 
 class ActorTransport:
     """Channels between island actors: an input boundary's publisher is the producing island's actor,
-    reached by channel id (``refs``); frame size and window come from the Ray settings."""
+    reached by channel id (``refs``); frame size, window and store budget come from the Ray settings."""
 
     def __init__(self, own_actor, peers: Dict[int, Any], settings, wire_base: int = 0):
         self.own_actor = own_actor
         self.peers = peers
         self.max_frame: int = settings.frame_size
         self.window: int = settings.channel_window
+        #: object-store bytes a channel's elements passed by reference may hold (``RaySettings.channel_store_bytes``)
+        self.store_budget: int = settings.channel_store_bytes or 0
         self.wire_base = wire_base  # added to channel ids on the wire (unique per started graph attempt)
 
     def publisher(self, island: int, channel: int) -> RemotePublisherRef:
@@ -304,12 +306,13 @@ class IslandActor:
             b.subscriber_ref.on_next(seq, frame)
 
     @ray.method(concurrency_group="data", enable_task_events=False, num_returns=0)
-    def on_frame_with_refs(self, payload: bytes, refs: list) -> None:
-        """A frame whose large elements travel as the object refs ``refs`` (borrowed while decoding)."""
+    def on_frame_with_refs(self, payload: bytes, refs: list, stored: int = 0) -> None:
+        """A frame whose large elements travel as the object refs ``refs`` (borrowed while decoding), taking
+        ``stored`` bytes of the object store."""
         ch, seq, frame = decode_message(payload, refs)
         b = self.inputs.get(ch)
         if b is not None:
-            b.subscriber_ref.on_next(seq, frame)
+            b.subscriber_ref.on_next(seq, frame, stored)
 
     @ray.method(concurrency_group="data")
     def on_complete(self, ch: int) -> None:

@@ -69,9 +69,21 @@ class RaySettings(MaterializerSettings):
     is a single larger element (so ~1.4 MiB of small or mid-size elements); buffered at the receiver at most
     ``max`` (65536) elements, plus one chunk handed downstream (as before: the buffer is counted in elements, so
     its bytes are 65536 times the element size, e.g. ~4 MiB of ints, ~10 MiB of 4-field rows).
+    ``channel_store_bytes``: the bytes a channel's elements passed by reference (numpy arrays, Arrow tables and
+    batches: the codec puts each one into Ray's object store) may hold in the store, in flight, buffered at the
+    receiver and handed downstream in a chunk together. The output boundary pulls and sends such elements only
+    while those it sent and the receiver has not consumed hold less than three quarters of it; the input boundary
+    hands them on in chunks of at most a quarter of it and requests again as soon as it did. A channel thus holds
+    at most this many bytes of the store; with elements larger than a quarter of it, the budget and one element
+    (two elements when one is larger than the budget: each travels alone). The output boundary expects the next
+    elements to hold what the last frames' did, so the frame in which such elements first appear, or suddenly grow,
+    can take the channel past the budget by that frame. Elements that do not go through the store (ints, rows,
+    ``bytes``, which msgpack carries in the frame whatever their length) are bounded by ``input_buffer`` alone, as
+    before. Default (``None``): ``min(64 MiB, the smallest node's object store / 8)``, taken when the materializer
+    starts; 0 turns the budget off (``input_buffer`` alone then bounds them too: 65536 arrays of 1 MiB).
     """
 
-    __slots__ = ("channel_window", "start_timeout", "default_num_cpus", "frame_size")
+    __slots__ = ("channel_window", "start_timeout", "default_num_cpus", "frame_size", "channel_store_bytes")
 
     def __init__(
         self,
@@ -84,6 +96,7 @@ class RaySettings(MaterializerSettings):
         start_timeout: float = 60.0,
         default_num_cpus: float = 0,
         chunk_size: Optional[int] = None,
+        channel_store_bytes: Optional[int] = None,
     ):
         if chunk_size is None:
             # islands chunk as before frames grew: a frame above this is handed on in slices
@@ -96,10 +109,32 @@ class RaySettings(MaterializerSettings):
             raise ValueError(f"Materializer.ray: start_timeout must be > 0, got {start_timeout!r}")
         if not isinstance(frame_size, int) or frame_size < 1:
             raise ValueError(f"Materializer.ray: frame_size must be an int >= 1, got {frame_size!r}")
+        if channel_store_bytes is not None and (
+            not isinstance(channel_store_bytes, int) or isinstance(channel_store_bytes, bool) or channel_store_bytes < 0
+        ):
+            raise ValueError("Materializer.ray: channel_store_bytes must be None (the default budget) or an int of "
+                             f"bytes >= 0 (0: no budget), got {channel_store_bytes!r}")
         self.frame_size = frame_size
+        self.channel_store_bytes = channel_store_bytes
         self.channel_window = channel_window
         self.start_timeout = float(start_timeout)
         self.default_num_cpus = default_num_cpus
+
+
+#: the channel store budget's default: at most this, ...
+CHANNEL_STORE_BYTES = 64 * 1024 * 1024
+#: ... and at most this fraction of the smallest node's object store
+CHANNEL_STORE_SHARE = 8
+
+
+def default_channel_store_bytes() -> int:
+    """``RaySettings.channel_store_bytes``'s default in the connected Ray cluster: ``min(CHANNEL_STORE_BYTES, the
+    smallest live node's object store / CHANNEL_STORE_SHARE)`` (``CHANNEL_STORE_BYTES`` when no node says)."""
+    stores = [n.get("Resources", {}).get("object_store_memory") for n in ray.nodes() if n.get("Alive")]
+    stores = [int(b) for b in stores if b]
+    if not stores:
+        return CHANNEL_STORE_BYTES
+    return max(1, min(CHANNEL_STORE_BYTES, min(stores) // CHANNEL_STORE_SHARE))
 
 
 def ensure_ray(address: Optional[str] = None, **init_kwargs) -> None:
@@ -119,7 +154,7 @@ class RayMaterializer(Materializer):
     node's cluster); ``ray_init``: extra ``ray.init`` keyword arguments; ``reuse_actors``: keep the actors
     of cleanly ended graphs for the next ones (``warm_idle_timeout`` seconds); ``warm_actors``: island
     actors (default options) started now, ahead of the first graph; other keywords are settings
-    (``input_buffer``, ``channel_window``, ``start_timeout``, ``fusion`` ...)."""
+    (``input_buffer``, ``channel_window``, ``channel_store_bytes``, ``start_timeout``, ``fusion`` ...)."""
 
     def __init__(self, address: Optional[str] = None, ray_init: Optional[dict] = None, checkpoint=None,
                  reuse_actors: bool = True, warm_actors: int = 0, warm_idle_timeout: float = 60.0, **settings):
@@ -133,6 +168,8 @@ class RayMaterializer(Materializer):
         self.checkpoint = checkpoint
         self.address = address
         ensure_ray(address, **(ray_init or {}))
+        if self.settings.channel_store_bytes is None:
+            self.settings.channel_store_bytes = default_channel_store_bytes()
         self._pool: Optional[WarmActorPool] = WarmActorPool(float(warm_idle_timeout)) if reuse_actors else None
         if warm_actors:
             self._start_warm(warm_actors)

@@ -54,27 +54,42 @@ class RemoteSubscriberRef:
     before the terminal call that follows them (same caller, the receiver's ordered one-thread ``data`` group),
     and a subscriber that cancelled needs none of them."""
 
-    __slots__ = ("actor", "ch", "sent")
+    __slots__ = ("actor", "ch", "sent", "stored", "stored_largest")
 
     #: the publisher keeps at most ``window`` unconfirmed frames in flight
     windowed = True
     #: ``on_next`` returns the frame's encoded bytes (the publisher keeps frames under a byte budget with them)
     sized = True
+    #: after ``on_next``, ``stored`` holds the bytes the frame put into the object store (its elements passed by
+    #: reference) and ``stored_largest`` the largest object's: the publisher keeps what the channel holds there
+    #: under its store budget with them
+    reports_stored = True
 
     def __init__(self, actor, ch: int):
         self.actor = actor
         self.ch = ch
         self.sent = [None, None]  # on_subscribe, the terminal call
+        self.stored = 0  # object-store bytes of the last frame sent
+        self.stored_largest = 0  # of its objects in the store, the largest's bytes
 
     def on_subscribe(self, _local_publisher) -> None:
         self.sent[0] = self.actor.on_subscribe.remote(self.ch)
 
     def on_next(self, seq: int, frame: list) -> int:
-        """Send frame ``seq``; returns the bytes of its encoded payload (object-store references not counted)."""
-        payload, refs = encode_message(self.ch, seq, frame)
+        """Send frame ``seq``; returns the bytes of its encoded payload (object-store references not counted) and
+        sets ``stored`` to the bytes its elements passed by reference take in the object store, which the
+        subscriber is told too (it hands such elements on in chunks of bounded bytes)."""
+        sizes: list = []
+        payload, refs = encode_message(self.ch, seq, frame, sizes)
         if refs:
-            self.actor.on_frame_with_refs.remote(payload, refs)
+            stored = self.stored = sum(sizes)
+            if stored:
+                self.stored_largest = max(sizes)
+                self.actor.on_frame_with_refs.remote(payload, refs, stored)
+            else:  # only ObjectRefs the stream carries as elements
+                self.actor.on_frame_with_refs.remote(payload, refs)
         else:
+            self.stored = 0
             self.actor.on_frame.remote(payload)  # one argument: the cheapest call
         return len(payload)
 

@@ -15,6 +15,12 @@ of it again each time half has been consumed (Pekko's batching input boundary). 
 pulls only while it has demand, collects what its upstream pushes during one interpreter turn into a
 frame and sends it when the host flushes (or when the frame is full). Frames and requests carry
 sequence numbers; a gap or duplicate fails the channel with ``ProtocolError``.
+
+Elements passed by reference (over Ray: numpy arrays and Arrow data, which the codec puts into the object store)
+are bounded in bytes too, by the channel's *store budget* (``store_budget``, 0: none): the subscriber ref reports
+what each frame put into the store, the output boundary counts it until the input boundary's requests show the
+elements consumed, and pulls upstream only while it stays within its share; the input boundary hands such
+elements on in chunks of bounded bytes and requests as soon as it handed them on (DESIGN 6).
 """
 from __future__ import annotations
 
@@ -41,6 +47,14 @@ MAX_DEMAND = 2**63 - 1
 #: per call), so frames are cut below it with room for the call's own envelope. An element larger than this
 #: still travels, alone in its frame.
 FRAME_BYTES = 90 * 1024
+
+
+def store_chunk_bytes(budget: int) -> int:
+    """Of a channel's store budget, the share an input boundary hands downstream in one chunk (of elements passed by
+    reference): a quarter. The output boundary keeps the rest, ``budget - store_chunk_bytes(budget)``, for what is
+    in flight and buffered at the receiver, so that the channel holds at most ``budget`` (elements larger than a
+    share go one at a time)."""
+    return max(1, budget // 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,14 +149,16 @@ class CallbackPublisherRef:
 
 
 class CallbackSubscriberRef:
-    """Subscriber ref whose methods are the boundary's async callbacks (in-process transport)."""
+    """Subscriber ref whose methods are the boundary's async callbacks (in-process transport). ``on_next(seq, frame,
+    stored)``: ``stored`` is the object-store bytes the frame's elements hold (a transport passing large elements
+    by reference says so; 0 otherwise)."""
 
     __slots__ = ("on_subscribe", "on_next", "on_complete", "on_error")
 
     def __init__(self, logic: "InputBoundary"):
         self.on_subscribe = logic.get_async_callback(logic._on_subscribe).invoke
         nxt = logic.get_async_callback(logic._on_next)
-        self.on_next = lambda seq, frame: nxt.invoke((seq, frame))
+        self.on_next = lambda seq, frame, stored=0: nxt.invoke((seq, frame, stored))
         done = logic.get_async_callback(logic._on_complete)
         self.on_complete = lambda: done.invoke(None)
         self.on_error = logic.get_async_callback(logic._on_error).invoke
@@ -155,7 +171,8 @@ class OutputBoundary(GraphStageLogic, InHandler):
     stateless = True
 
     def __init__(
-        self, name: str = "OutputBoundary", max_frame: int = 1 << 16, in_: Optional[Inlet] = None, window: int = 16
+        self, name: str = "OutputBoundary", max_frame: int = 1 << 16, in_: Optional[Inlet] = None, window: int = 16,
+        store_budget: int = 0,
     ):
         self.in_ = in_ if in_ is not None else Inlet(f"{name}.in")
         shape = SinkShape(self.in_)
@@ -179,6 +196,20 @@ class OutputBoundary(GraphStageLogic, InHandler):
         self.request_seq = 0
         self.terminal: Optional[TerminalSignal] = None  # not signalled yet
         self.signalled_terminal = False
+        # The store budget (elements passed by reference, on a transport reporting the bytes each frame put into
+        # the object store). ``store_limit``: the bytes this end lets sent frames hold in the store until the
+        # subscriber is known to have consumed them (the budget less the receiver's chunk share; 0: no budget).
+        # Once a frame held some (``store_gated``), ``demand`` is what the budget lets the boundary pull now and
+        # ``demand_held`` the rest of the subscriber's demand.
+        self.store_budget = store_budget
+        self.store_limit = 0
+        self.store_gated = False
+        self.stored_out = 0  # store bytes of sent frames not known consumed
+        self.store_elem = 0  # store bytes per element expected of the next elements (recent frames' averages)
+        self.stored_frames: deque = deque()  # [elements sent up to its end, elements, bytes, bytes not consumed]
+        self.consumed_known = 0  # elements the subscriber consumed: its requests after the first one
+        self.demand_held = 0
+        self._resume = self.get_async_callback(self._on_resume).invoke
         self.set_handler(self.in_, self)
         self.publisher_ref = CallbackPublisherRef(self)
 
@@ -193,6 +224,8 @@ class OutputBoundary(GraphStageLogic, InHandler):
         if getattr(subscriber, "sized", False):
             self.sized = True
             self.frame_cap = 1  # measure the elements' size on a first frame of one
+        if self.store_budget > 0 and getattr(subscriber, "reports_stored", False):
+            self.store_limit = max(1, self.store_budget - store_chunk_bytes(self.store_budget))
         subscriber.on_subscribe(self.publisher_ref)
         if self.terminal is not None:
             self._signal_terminal()
@@ -220,14 +253,99 @@ class OutputBoundary(GraphStageLogic, InHandler):
             self._protocol_failure(SpecViolationError(f"{self}: request({n}) is not positive (rule 3.9)"))
             return
         self.demand = min(self.demand + n, MAX_DEMAND)
+        if seq:  # the input boundary requests again exactly what it consumed (its first request: its buffer)
+            self.consumed_known += n
+        if self.store_gated:
+            self._release_consumed()
+            if (self.frame or self.frame_signals) and not self.signalled_terminal:
+                self.flush()  # frames held back for the budget
+                if self.terminal is not None and not self.frame and not self.frame_signals:
+                    self._signal_terminal()
+                    return
         in_ = self.in_
-        if not self.has_been_pulled(in_) and not self.is_closed(in_):
+        if self.demand > 0 and not self.has_been_pulled(in_) and not self.is_closed(in_):
             self._pull_upstream()
 
     def _pull_upstream(self) -> None:
         if self.chunked:
             self._in_conns[0].demand = min(self.demand, self.max_frame)
         self.pull(self.in_)
+
+    # ------------------------------------------------------------------ the store budget
+    def _store_fit(self) -> int:
+        """Elements that fit the store budget now besides what was sent (at ``store_elem`` bytes each); one when
+        nothing sent holds any, so that an element larger than the budget still travels."""
+        room = self.store_limit - self.stored_out
+        e = self.store_elem
+        if room <= 0:
+            fit = 0
+        else:
+            fit = room // e if e else MAX_DEMAND
+        if fit < 1 and not self.stored_out:
+            fit = 1
+        return fit
+
+    def _count_stored(self, n: int, stored: int, largest: int) -> None:
+        """A frame of ``n`` elements holding ``stored`` bytes of the object store (``largest`` the largest object's)
+        was sent: count them (until the subscriber consumed them), expect as much of the next elements, and let
+        only what still fits the budget be pulled.
+
+        The next elements are expected to hold what this frame's did per element (its average, or its largest
+        object when larger: a frame mixing small elements and stored ones), or, when that is less, 7/8 of what was
+        expected before (so that the expectation follows shrinking elements over a few frames and a frame of
+        smaller ones, such as a partition's last batch, does not let the next frame past the budget by much)."""
+        e = self.store_elem
+        decayed = e - (e >> 3)
+        if stored:
+            self.stored_out += stored
+            self.stored_frames.append([self.sent, n, stored, stored])
+            per = -(-stored // n)
+            if largest > per:
+                per = largest
+            self.store_elem = per if per >= decayed else decayed
+            self.store_gated = True
+        else:
+            self.store_elem = decayed if e > 7 else 0
+
+    def _rebalance(self) -> None:
+        """Split the subscriber's demand into what the store budget lets the boundary pull now (``demand``: the
+        elements that fit besides those collected) and the rest (``demand_held``)."""
+        total = self.demand + self.demand_held
+        if total > MAX_DEMAND:
+            total = MAX_DEMAND
+        allowed = self._store_fit() - len(self.frame)
+        d = allowed if allowed < total else total
+        if d < 0:
+            d = 0 if total > 0 else total
+        self.demand = d
+        self.demand_held = total - d
+
+    def _on_resume(self, _=None) -> None:
+        """Pull again if the budget let demand back while no pull was out (posted by ``flush``, which may run
+        outside the interpreter's turn, where a pull would wait for the next event)."""
+        in_ = self.in_
+        if self.demand > 0 and not self.signalled_terminal and not self.has_been_pulled(in_) and not self.is_closed(in_):
+            self._pull_upstream()
+
+    def _release_consumed(self) -> None:
+        """The subscriber consumed ``consumed_known`` elements: forget their store bytes (a frame partly consumed,
+        in proportion) and give back the demand the budget now allows."""
+        k = self.consumed_known
+        q = self.stored_frames
+        while q:
+            entry = q[0]
+            end, n, stored, left = entry
+            if end <= k:
+                self.stored_out -= left
+                q.popleft()
+                continue
+            rest = end - k
+            if rest < n:
+                now = stored * rest // n
+                self.stored_out -= left - now
+                entry[3] = now
+            break
+        self._rebalance()
 
     def _on_cancel(self, cause) -> None:
         self.frame = []
@@ -302,12 +420,21 @@ class OutputBoundary(GraphStageLogic, InHandler):
         windowed transport, while ``window`` frames are unconfirmed the frame keeps growing instead
         (up to the demand); the subscriber confirms frames with its requests or with ``ack``. A frame holds at
         most ``frame_cap`` elements, adapted after each frame on a transport that reports encoded sizes."""
+        seq0 = self.frame_seq
         while (self.frame or self.frame_signals) and not self.signalled_terminal and (
             not self.windowed or self.frame_seq - self.acked < self.window
         ):
             frame = self.frame
             ts = self.frame_ts
             cap = self.frame_cap
+            if self.store_gated and frame and not self.frame_signals:
+                # elements beyond the store budget wait for the subscriber to consume (a signal behind them does
+                # not: it must not be delayed, and the pulls the budget allows keep what is collected small)
+                fit = self._store_fit()
+                if fit < 1:
+                    break
+                if fit < cap:
+                    cap = fit
             if len(frame) > cap:
                 self.frame = frame[cap:]
                 frame = frame[:cap]
@@ -331,6 +458,16 @@ class OutputBoundary(GraphStageLogic, InHandler):
                 # the next frame: as many elements of this frame's average size as fit the budget
                 cap = FRAME_BYTES * n // max(1, nbytes)
                 self.frame_cap = 1 if cap < 1 else (cap if cap < self.max_frame else self.max_frame)
+                if self.store_limit:
+                    stored = self.subscriber.stored
+                    if stored or self.store_gated:
+                        self._count_stored(n, stored, self.subscriber.stored_largest if stored else 0)
+        if self.store_gated and self.frame_seq != seq0:
+            # what was sent held what it held: the budget may let less, or more, be pulled now
+            self._rebalance()
+            if self.demand > 0 and not self.signalled_terminal and not self.has_been_pulled(self.in_) \
+                    and not self.is_closed(self.in_):
+                self._resume(None)
 
     def _attach_signals(self, frame: list) -> list:
         """Move the signals that belong to ``frame`` (those after at most its elements) into its tail."""
@@ -395,7 +532,8 @@ class OutputBoundary(GraphStageLogic, InHandler):
 
 class _FrameBuffer:
     """The input boundary's received elements, kept as the frames they came in (lists, never mutated:
-    a frame is owned by the receiver, and a whole frame may be handed downstream as one chunk)."""
+    a frame is owned by the receiver, and a whole frame may be handed downstream as one chunk; the one exception,
+    ``InputBoundary``'s store-budget paths, clear the slots of a partly taken frame, which was never handed on)."""
 
     __slots__ = ("frames", "head", "size")
 
@@ -481,7 +619,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
     #: at a checkpoint cut everything before the barrier was delivered; what follows it is replayed upstream
     stateless = True
 
-    def __init__(self, publisher, size: int, name: str = "InputBoundary", out: Optional[Outlet] = None):
+    def __init__(self, publisher, size: int, name: str = "InputBoundary", out: Optional[Outlet] = None,
+                 store_budget: int = 0):
         if size < 1:
             raise ValueError(f"{name}: input buffer size must be >= 1, got {size}")
         self.out = out if out is not None else Outlet(f"{name}.out")
@@ -508,6 +647,14 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.request_seq = 0
         self.upstream_completed = False
         self.upstream_done = False  # completed, failed or cancelled: no signal to send upstream any more
+        # The store budget (elements passed by reference): ``store_chunk`` is the most store bytes handed downstream
+        # in one chunk (0: no budget). While frames holding store bytes are buffered, ``stored_in`` lists them as
+        # ``[first element's position, end position, bytes]`` and consumed elements are requested again as soon as
+        # such bytes were handed on (``request_at`` drops to 1 so that the element path checks; ``batch`` else).
+        self.store_chunk = store_chunk_bytes(store_budget) if store_budget > 0 else 0
+        self.stored_in: Optional[deque] = None
+        self.stored_unrequested = 0  # store bytes handed downstream since the last request
+        self.request_at = self.batch
         self.set_handler(self.out, self)
         self.subscriber_ref = CallbackSubscriberRef(self)
 
@@ -554,8 +701,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
         else:
             self.upstream.request(n, seq)
 
-    def _on_next(self, seq_frame) -> None:
-        seq, frame = seq_frame
+    def _on_next(self, seq_frame_stored) -> None:
+        seq, frame, stored = seq_frame_stored
         if self.upstream_done:
             return
         if seq != self.frame_seq:
@@ -574,6 +721,12 @@ class InputBoundary(GraphStageLogic, OutHandler):
             return
         self.outstanding -= n
         self.received += n
+        if stored and n and self.store_chunk:
+            q = self.stored_in
+            if q is None:
+                q = self.stored_in = deque()
+                self.request_at = 1
+            q.append([self.received - n, self.received, stored])
         if self.log is not None and not self.log_complete:
             self._log_frame(frame, ts, n)
         self.frames_received += 1
@@ -631,6 +784,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.buffer.clear()
         if self.ts_buffer is not None:
             self.ts_buffer.clear()
+        self.stored_in = None
+        self.request_at = self.batch
 
     def _fail_channel(self, exc: BaseException) -> None:
         self._clear_buffer()
@@ -770,6 +925,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self.complete(self.out)
 
     def _push_chunk(self) -> None:
+        if self.stored_in is not None:
+            self._push_stored_chunk()
+            return
         buf = self.buffer
         n = min(buf.size, self._out_conns[0].demand)
         if self.signals:  # stop at the next signal (due ones went out already, so it is ahead)
@@ -795,9 +953,94 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self.push(self.out, self.buffer.take_one())
         if not self.upstream_completed:
             self.consumed += 1
-            if self.consumed >= self.batch:
-                self.consumed = 0
-                self._request(self.batch)
+            if self.consumed >= self.request_at:
+                if self.stored_in is None:
+                    self.consumed = 0
+                    self._request(self.batch)
+                else:
+                    buf = self.buffer
+                    if buf.head:  # the element's frame is still buffered: drop its reference to the element
+                        buf.frames[0][buf.head - 1] = None
+                    self._stored_delivered(1)
+
+    # ------------------------------------------------------------------ the store budget
+    def _push_stored_chunk(self) -> None:
+        """``_push_chunk`` while frames holding store bytes are buffered: the chunk holds at most ``store_chunk``
+        of them (one element at least), the buffer keeps no reference to what it handed on, and what was consumed
+        is requested again at once when it held store bytes (``_stored_delivered``)."""
+        buf = self.buffer
+        n = min(buf.size, self._out_conns[0].demand)
+        if self.signals:
+            n = max(1, min(n, self.signals[0][0] - self.delivered))
+        n = self._stored_cap(n)
+        first = buf.frames[0]
+        head = buf.head
+        chunk = buf.take(n)
+        h = buf.head
+        if h:  # a frame partly handed on (never handed on whole, so only this buffer has it): forget that part
+            rest = buf.frames[0]
+            start = head if rest is first else 0
+            rest[start:h] = [None] * (h - start)
+        self.delivered += len(chunk)
+        if self.ts_buffer is not None:
+            self.push(self.out, chunk, self.ts_buffer.take(n))
+        else:
+            self.push(self.out, chunk)
+        if not self.upstream_completed:
+            self.consumed += len(chunk)
+            self._stored_delivered(len(chunk))
+
+    def _stored_cap(self, n: int) -> int:
+        """Of the next ``n`` elements, how many a chunk takes so that it holds at most ``store_chunk`` store bytes
+        (at least one), at each frame's average bytes per element."""
+        d = self.delivered
+        limit = d + n
+        room = self.store_chunk
+        for start, end, stored in self.stored_in:
+            if start >= limit:
+                break
+            lo = start if start > d else d
+            hi = end if end < limit else limit
+            if hi <= lo:
+                continue
+            per = stored / (end - start)
+            b = per * (hi - lo)
+            if b > room:
+                k = lo + int(room // per) - d
+                return k if k > 1 else 1
+            room -= b
+        return n
+
+    def _stored_delivered(self, k: int) -> None:
+        """``k`` elements were handed downstream: count the store bytes they held, and request what was consumed
+        once that reaches half a chunk's share or the buffer ran dry (the publisher may be waiting for the budget);
+        back to requests by ``batch`` once no frame holding store bytes is left."""
+        d = self.delivered
+        d0 = d - k
+        q = self.stored_in
+        b = 0
+        for start, end, stored in q:
+            if start >= d:
+                break
+            lo = start if start > d0 else d0
+            hi = end if end < d else d
+            if hi > lo:
+                part = stored * (hi - lo) // (end - start)
+                b += part if part > 0 else 1
+        while q and q[0][1] <= d:
+            q.popleft()
+        if b:
+            self.stored_unrequested += b
+        un = self.stored_unrequested
+        if self.consumed >= self.batch or (un and (un >= (self.store_chunk + 1) // 2 or not self.buffer)):
+            n = self.consumed
+            self.consumed = 0
+            self.stored_unrequested = 0
+            if n:
+                self._request(n)
+        if not q and not self.stored_unrequested:
+            self.stored_in = None
+            self.request_at = self.batch
 
     def release_barrier(self) -> None:
         """The checkpointer's cut is done (or the checkpoint was given up): go on past the barrier."""

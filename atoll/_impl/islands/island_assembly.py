@@ -28,6 +28,9 @@ class IslandTransport(Protocol):
     max_frame: int
     #: frames an output boundary keeps unconfirmed over a windowed transport
     window: int
+    #: object-store bytes a channel's elements passed by reference may hold (0: no such budget; a transport without
+    #: the attribute has none)
+    store_budget: int
 
     def publisher(self, island: int, channel: int) -> Any:
         """The publisher ref an input boundary subscribes to for ``channel`` of island ``island``."""
@@ -108,7 +111,8 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
                 logic = logics[i]
                 out = modules[i].shape.outlets[port_id]
                 boundary = OutputBoundary(
-                    f"{logic.stage_name}.{out.name}>", max_frame=transport.max_frame, window=transport.window
+                    f"{logic.stage_name}.{out.name}>", max_frame=transport.max_frame, window=transport.window,
+                    store_budget=getattr(transport, "store_budget", 0),
                 )
                 boundary.attributes = logic.attributes
                 builder.add_output_boundary(out, logic, boundary)
@@ -118,7 +122,8 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
                 consumer = builder.consumer_at(slot)
                 size = input_buffer_size(consumer, top)
                 publisher = transport.publisher(island, ch)
-                boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else plan.name}")
+                boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else plan.name}",
+                                         store_budget=getattr(transport, "store_budget", 0))
                 builder.add_input_boundary(slot, boundary)
                 inputs[ch] = boundary
             case _:
