@@ -145,11 +145,6 @@ def store_stats() -> dict:
             "fallback": stats.object_store_bytes_fallback}
 
 
-#: the elements the island after the source asks for ahead (``Attributes.input_buffer``), the channel's share of the
-#: bound in the test below (by default a Ray island asks for up to 65536 elements: a bound in elements, not bytes)
-CHANNEL_BUFFER = 4
-
-
 @pytest.mark.slow
 def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
     """A DataFrame of 4x the object store's capacity (the shared test session has a 100 MiB store, see conftest)
@@ -161,11 +156,13 @@ def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
     4-byte offset). The partitions Spark computed ahead (``prefetch_partitions``) wait in the executor's block
     manager, not in Ray. Referenced in the store are at most: the next partition's table (the hub's copy, owned by
     the island) and the one being taken (2 ``P``); the executor's replies the hub is copying, one for each of the
-    two partitions the island asks it for (2 ``P``); and the channel's batches, at most ``CHANNEL_BUFFER`` asked
-    for and not yet received plus as many received (a chunk handed on while the buffer refills), each put in the
-    store as its own object of ``B`` = 1024 rows = ``P / 4`` (a batch is a slice of its partition's table; the
-    codec puts only its rows, not the table's buffers - 2 ``CHANNEL_BUFFER`` ``B``). In all
-    ``4 P + 2 * CHANNEL_BUFFER * B``, 24 MiB of a 100 MiB store.
+    two partitions the island asks it for (2 ``P``); and the channel's batches, each put in the store as its own
+    object of ``B`` = 1024 rows = ``P / 4`` (a batch is a slice of its partition's table; the codec puts only its
+    rows, not the table's buffers): in flight, buffered at the receiver and handed on in a chunk together, at most
+    the channel's store budget (``RaySettings.channel_store_bytes``: by default an eighth of the store, 12.5 MiB;
+    ``B`` is below a quarter of it, so the batches fit it exactly). In all ``4 P`` + the budget, 28.6 MiB of a
+    100 MiB store. (The island asks for up to 65536 elements ahead: in elements, the channel's bound would be
+    65536 batches.)
 
     What is measured against it is the store's primary copies (``held``), not its ``used`` bytes: ``used`` also
     counts objects already released and not yet deleted (the raylet deletes released objects in batches, every
@@ -175,9 +172,9 @@ def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
     store and show as spilled or fallback bytes, asserted to be none.
 
     Before the channel codec's hooks stopped forming a reference cycle, sent batches stayed referenced until
-    Python's cyclic garbage collector ran: 136.6-152.6 MiB held at the peak, 868-1277 MiB spilled."""
-    from atoll import Attributes
-
+    Python's cyclic garbage collector ran: 136.6-152.6 MiB held at the peak, 868-1277 MiB spilled. Before channels
+    had a store budget, the test asked for 4 batches ahead (``Attributes.input_buffer(4, 4)``): with the default
+    buffer and a consumer slower than Spark, the store filled and Ray spilled."""
     before = store_stats()
     capacity = before["used"] + before["avail"]
     row_bytes = 1024
@@ -198,9 +195,9 @@ def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
     sampler = threading.Thread(target=sample)
     sampler.start()
     m = Materializer.ray(start_timeout=60)
+    budget = m.settings.channel_store_bytes
     try:
-        n = (Source.from_spark(df, as_="arrow", max_rows_per_batch=1024)
-             .with_attributes(Attributes.input_buffer(CHANNEL_BUFFER, CHANNEL_BUFFER)).island()
+        n = (Source.from_spark(df, as_="arrow", max_rows_per_batch=1024).island()
              .map(lambda b: b.num_rows).run_with(Sink.fold(0, lambda a, b: a + b), m).result(600))
     finally:
         done.set()
@@ -209,7 +206,8 @@ def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
         m.shutdown()
     after = store_stats()
     data = rows * row_bytes
-    bound = 4 * part_bytes + 2 * CHANNEL_BUFFER * (part_bytes // 4)
+    assert part_bytes // 4 <= budget // 4  # a batch fits a chunk's share: the channel holds at most the budget
+    bound = 4 * part_bytes + budget
     spilled = after["spilled"] - before["spilled"]
     mib = 2 ** 20
     print(f"\nobject store {capacity / mib:.0f} MiB, DataFrame {data / mib:.0f} MiB in {partitions} partitions; "
