@@ -23,8 +23,12 @@ class _Publisher:
     request_on_subscribe = False
     windowed = False
 
+    def __init__(self):
+        self.subscribed = threading.Event()  # the input boundary subscribes in its pre_start, on the island's thread
+
     def subscribe(self, subscriber, n: int = 0) -> None:
         self.subscriber = subscriber
+        self.subscribed.set()
 
     def request(self, n: int, seq: int, acked=None) -> None:
         pass
@@ -67,6 +71,7 @@ def test_an_exactly_once_cut_comes_before_the_elements_after_the_barrier(mat, gu
                       logged=guarantee == "logged")
     host.checkpointer = cp
     attached.set()
+    assert pub.subscribed.wait(10)
     pub.subscriber.on_subscribe(pub)
     pub.subscriber.on_next(0, [1, 2, 3, FrameSignals([(1, ChannelBarrier(1))])])
     assert acks.get(timeout=10) == ("ack", 1, at_cut)
@@ -95,6 +100,7 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
     interpreter.host.checkpointer = cp
     attached.set()
     for p in (fast, slow):
+        assert p.subscribed.wait(10)
         p.subscriber.on_subscribe(p)
     fast.subscriber.on_next(0, ["f1", "f2", "f3", FrameSignals([(1, ChannelBarrier(1))])])
     assert moved.wait(10)  # cut at the fast barrier, then the fast input went on past it
