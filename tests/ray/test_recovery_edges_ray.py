@@ -81,11 +81,12 @@ def _prefix(values: list, what: str) -> None:
 
 
 # ---------------------------------------------------------------- 1. a kill while checkpoint n is being aligned
-def _gate(armed: str, blocked: str, released: str):
+def _gate(armed: str, blocked: str, released: str, past: str):
     """A ``map`` function that, once the file ``armed`` exists, blocks its island's thread on the next element until
     the file ``released`` exists (writing the element into ``blocked`` when it stops). A blocked island cannot cut a
     checkpoint, so its barrier never leaves: what is downstream of it stays half aligned for as long as the test
-    wants. Once ``released`` exists it passes everything (the next attempt replays through it)."""
+    wants. Once ``released`` exists it passes everything (the next attempt replays through it), and creates the file
+    ``past`` when an element after the one it blocked at goes through."""
     def gate(x):
         if os.path.exists(armed) and not os.path.exists(released):
             with open(blocked, "w") as f:
@@ -93,6 +94,10 @@ def _gate(armed: str, blocked: str, released: str):
             deadline = time.monotonic() + 120  # the test's own deadlines are shorter: never hang a worker for ever
             while not os.path.exists(released) and time.monotonic() < deadline:
                 time.sleep(0.005)
+        elif os.path.exists(released) and not os.path.exists(past):
+            with open(blocked) as f:
+                if x > int(f.read()):
+                    open(past, "w").close()
         return x
 
     return gate
@@ -104,12 +109,12 @@ def test_an_island_killed_while_a_checkpoint_is_aligned_restarts_from_the_previo
     ``a`` and waits for ``b``'s, which ``b`` never sends (its thread is blocked in a gate): checkpoint 2 never
     completes (its waiter fails, it has no manifest, its id is not reused), the graph restarts from checkpoint 1,
     and each input's elements arrive exactly once and in order."""
-    armed, blocked, released = (str(tmp_path / n) for n in ("armed", "blocked", "released"))
+    armed, blocked, released, past = (str(tmp_path / n) for n in ("armed", "blocked", "released", "past"))
     storage = tmp_path / "ckpt"
     a = (Source.range(0, ENDLESS).throttle(100, 0.1).via_mat(KillSwitches.single(), Keep.right)
          .map(lambda x: ("a", x)).island())
     b = (Source.range(0, ENDLESS).throttle(100, 0.1).via_mat(KillSwitches.single(), Keep.right)
-         .map(_gate(armed, blocked, released)).map(lambda x: ("b", x)).island())
+         .map(_gate(armed, blocked, released, past)).map(lambda x: ("b", x)).island())
     graph = a.merge(b, combine=Keep.both).to_mat(Sink.seq(), Keep.both)
     mat = Materializer.ray(start_timeout=30, checkpoint=CheckpointSettings(
         storage=str(storage), restart=RestartPolicy(backoff=0.0)))
@@ -146,6 +151,9 @@ def test_an_island_killed_while_a_checkpoint_is_aligned_restarts_from_the_previo
         _wait_until(lambda: g.checkpoint_status()["restored_from"] is not None, what="the coordinator's resume")
         assert g.checkpoint_status()["restored_from"] == 1
         after = g.checkpoint_now(timeout=30)  # the new attempt runs and checkpoints, with a new id
+        # b goes on past the element it was blocked at before the switches end the stream (the replay from
+        # checkpoint 1 starts before that element; without the wait the shutdown could come first)
+        _wait_until(lambda: os.path.exists(past), what="island b past the element it was blocked at")
         switch_a.shutdown()
         switch_b.shutdown()
         got = seq.result(60)
