@@ -15,6 +15,11 @@ Spark, then an infinite graph stopped from the driver with a kill switch.
    restarts from its last checkpoint on new actors (the model pool too: ``map_pool`` saves the events it holds
    and starts new pool actors), and the per-user counts are checked against step 2's.
 
+The graph has the two islands above: the windows and ``Sink.to_spark`` share the aggregate island (a sink in an
+island of its own was one more Ray worker process to start on the first element's path). Spark's JVMs compile with
+C1 only (``-XX:TieredStopAtLevel=1``): C2's compiler threads took about half the CPU of the first Spark jobs of
+this short run on a small machine.
+
 Runs on an embedded local Ray and local Spark (via RayDP) by default; ``--address auto`` joins a running Ray
 cluster instead. ``--console`` serves the live console (``atoll.console``) on port 8266 while the demo runs;
 per-island Ray metrics are recorded (``atoll.metrics``).
@@ -135,9 +140,15 @@ def _wait_islands_gone(graph, timeout: float = 10.0) -> int:
     return alive
 
 
-def user_windows(events):
-    """The demo's pipeline up to its sink: Spark rows -> enrich island (parse, then the model on a pool of Ray
-    actors) -> per-user 1-minute windows island. Materializes ``(PoolControl, WindowStats)``.
+#: the name of the island that holds the windows and the sink (the recovery step kills it)
+AGGREGATE_ISLAND = "atoll-demo-aggregate"
+
+
+def user_windows(events, sink, combine=Keep.both):
+    """The demo's graph: Spark rows -> enrich island (parse, then the model on a pool of Ray actors) -> aggregate
+    island (per-user 1-minute windows, then ``sink``). Two islands: the sink runs in the aggregate island (an island
+    of its own would be one more Ray worker process to start, and one more channel). Materializes
+    ``combine((PoolControl, WindowStats), sink's value)``.
 
     The pool actors ask for half a CPU each: Spark's executor holds one of a laptop's CPUs, the islands none."""
     return (
@@ -149,7 +160,8 @@ def user_windows(events):
         .with_timestamps(lambda e: e["ts_ms"], max_out_of_orderness=5_000)
         .via_mat(Flow().tumbling_window(60_000, key=lambda e: e["user_id"], aggregate=CLICKS), Keep.both)
         .map(window_row)
-        .island(name="atoll-demo-aggregate")
+        .to_mat(sink, combine)
+        .island(name=AGGREGATE_ISLAND)
     )
 
 
@@ -157,11 +169,7 @@ def spark_job(mat, spark, n: int) -> Dict[int, int]:
     events = click_events(spark, n)
     print(f"Spark: {n:,} click events in {events.rdd.getNumPartitions()} partitions", flush=True)
     t0 = time.perf_counter()
-    (pool, stats), windows_df = (
-        user_windows(events)
-        .to_mat(Sink.to_spark(WINDOWS_SCHEMA), Keep.both)
-        .run(mat)
-    )
+    (pool, stats), windows_df = user_windows(events, Sink.to_spark(WINDOWS_SCHEMA)).run(mat)
     graph = mat.running_graphs()[-1]
     actors = 0
     with progress(graph, interval=1.0, out=sys.stdout, label="spark job", total=n):  # Spark knows n rows
@@ -200,11 +208,8 @@ def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> O
     mat = Materializer.ray(address=address, checkpoint=CheckpointSettings(
         interval=0.5, storage=storage, restart=RestartPolicy(max_restarts=2, backoff=0.1)))
     try:
-        counts = (
-            user_windows(click_events(spark, n))
-            .to_mat(Sink.fold({}, _add_user_events), Keep.right)
-            .run(mat, name="atoll-demo-recovery")
-        )
+        counts = (user_windows(click_events(spark, n), Sink.fold({}, _add_user_events), Keep.right)
+                  .run(mat, name="atoll-demo-recovery"))
         graph = mat.running_graph("atoll-demo-recovery")
         seen = 0
         while counts.done() is False and (seen < n // 2 or not graph.checkpoints()):
@@ -215,13 +220,13 @@ def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> O
             return None
         at = graph.checkpoints()[-1]
         t0 = time.perf_counter()
-        kill_island(graph, "atoll-demo-aggregate")
+        kill_island(graph, AGGREGATE_ISLAND)
         while graph.attempt < 1 and not counts.done():
             time.sleep(0.01)
         back = time.perf_counter() - t0
         got = counts.result(300)
         same = got == failure_free
-        print(f"recovery: killed island atoll-demo-aggregate after ~{seen:,} events; restarted from checkpoint "
+        print(f"recovery: killed island {AGGREGATE_ISLAND} after ~{seen:,} events; restarted from checkpoint "
               f"{at.id} in {back:.1f}s (restarts: {graph.restarts}); per-user counts equal to the failure-free "
               f"run's: {same} ({len(got)} users, {sum(got.values()):,} events)")
         return same
@@ -277,10 +282,15 @@ def main(argv=None) -> int:
     print(f"Ray ready in {time.perf_counter() - t0:.1f}s ({ray.cluster_resources().get('CPU', 0):.0f} CPUs)",
           flush=True)
     from .interop import spark as atoll_spark
+    from .interop.spark_session import JAVA_OPTION_KEYS
 
     t1 = time.perf_counter()
+    # a short job on a small machine: the JVMs compile with C1 only (C2's compiler threads took ~half the CPU of the
+    # first Spark jobs on 2 cores: the Spark job ran 14.6 s -> 10.6 s cold; a long-lived session would keep C2)
+    c1_only = "-XX:TieredStopAtLevel=1"
     spark = atoll_spark.session(app_name="atoll-demo", configs={
-        "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "1g"})
+        "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "1g",
+        **{key: c1_only for key in JAVA_OPTION_KEYS}})
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark on Ray ready in {time.perf_counter() - t1:.1f}s", flush=True)
     metrics.enable()
