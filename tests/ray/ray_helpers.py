@@ -1,6 +1,9 @@
 """Helpers for the Ray tests (imported by name: the test directories are not packages)."""
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import time
 
 #: the dashboard of this module's Ray session (several local Ray instances may be running)
@@ -34,3 +37,33 @@ def wait_no_island_actors(timeout: float = 10.0, include_warm: bool = False) -> 
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def cluster_session(head_node_args: dict, **nodes_args: dict):
+    """A Ray session on a ``ray.cluster_utils.Cluster`` of a head node (``head_node_args``, with a dashboard on a free
+    port: other Ray instances may run on this machine) and one node per keyword (``name=add_node args``); yields
+    ``(cluster, {name: node})`` and shuts both down at the end. The test modules' directory travels to the workers
+    on ``PYTHONPATH`` (test modules and helpers are imported by name)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    global DASHBOARD
+    if ray.is_initialized():
+        ray.shutdown()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cluster = Cluster(initialize_head=True, head_node_args=dict(head_node_args, include_dashboard=True,
+                                                                dashboard_port=port))
+    nodes = {name: cluster.add_node(**args) for name, args in nodes_args.items()}
+    cluster.wait_for_nodes()
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    ctx = ray.init(address=cluster.address, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    DASHBOARD = ctx.dashboard_url
+    try:
+        yield cluster, nodes
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -11,9 +11,7 @@ node) and given back before the node is removed (so the restart can be placed on
 point of the stream is printed."""
 from __future__ import annotations
 
-import os
 import random
-import socket
 import time
 from concurrent.futures import Future
 from types import SimpleNamespace
@@ -38,26 +36,10 @@ NK = 6000  # 6 s at 1000 elements/s: a removal at 70% leaves the stream 1.8 s to
 def ray_session():
     """This module's Ray session: a ``ray.cluster_utils.Cluster`` of a head node and one removable node, both
     offering one unit of the custom resource ``spot`` (the head also ``head``, which pins the other islands there)."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    with socket.socket() as s:  # other Ray instances may run on this machine: not the default dashboard port
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "resources": {"spot": 1, "head": 100},
-                                                           "include_dashboard": True, "dashboard_port": port})
-    nodes["spot"] = cluster.add_node(num_cpus=1, resources={"spot": 1})
-    cluster.wait_for_nodes()
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ctx = ray.init(address=cluster.address, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-    ray_helpers.DASHBOARD = ctx.dashboard_url
-    try:
+    with ray_helpers.cluster_session({"num_cpus": 4, "resources": {"spot": 1, "head": 100}},
+                                     spot={"num_cpus": 1, "resources": {"spot": 1}}) as (cluster, added):
+        nodes.update(added)
         yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 #: the removable nodes of this module's cluster

@@ -13,13 +13,11 @@ import io
 import json
 import os
 import random
-import socket
 import time
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-import ray
 
 from atoll import CheckpointSettings, Keep, KillSwitches, Materializer, RecoveryFailedError, RestartPolicy, Sink, Source
 from atoll.errors import CheckpointError, IslandScheduleTimeoutError
@@ -38,26 +36,9 @@ def ray_session():
     """This module's Ray session: a ``ray.cluster_utils.Cluster`` of a head node, where the islands run, and one
     removable node that alone has the custom resource ``x`` (the no-capacity test places an island there and
     removes the node). The other tests use it as conftest's single-node session."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    with socket.socket() as s:  # other Ray instances may run on this machine: not the default dashboard port
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": True,
-                                                           "dashboard_port": port})
-    nodes["x"] = cluster.add_node(num_cpus=1, resources={"x": 1})
-    cluster.wait_for_nodes()
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ctx = ray.init(address=cluster.address, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-    ray_helpers.DASHBOARD = ctx.dashboard_url
-    try:
+    with ray_helpers.cluster_session({"num_cpus": 4}, x={"num_cpus": 1, "resources": {"x": 1}}) as (cluster, added):
+        nodes.update(added)
         yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 #: the removable nodes of this module's cluster

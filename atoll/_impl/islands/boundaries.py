@@ -925,14 +925,20 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self.complete(self.out)
 
     def _push_chunk(self) -> None:
-        if self.stored_in is not None:
-            self._push_stored_chunk()
-            return
         buf = self.buffer
         n = min(buf.size, self._out_conns[0].demand)
         if self.signals:  # stop at the next signal (due ones went out already, so it is ahead)
             n = max(1, min(n, self.signals[0][0] - self.delivered))
+        stored = self.stored_in is not None
+        if stored:  # frames holding store bytes are buffered: a chunk holds at most ``store_chunk`` of them
+            n = self._stored_cap(n)
+            first, head = buf.frames[0], buf.head
         chunk = buf.take(n)
+        if stored and buf.head:
+            # a frame partly handed on (never handed on whole, so only this buffer has it): forget that part
+            rest, h = buf.frames[0], buf.head
+            start = head if rest is first else 0
+            rest[start:h] = [None] * (h - start)
         self.delivered += len(chunk)
         if self.ts_buffer is not None:
             self.push(self.out, chunk, self.ts_buffer.take(n))
@@ -940,7 +946,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self.push(self.out, chunk)
         if not self.upstream_completed:
             self.consumed += len(chunk)
-            if self.consumed >= self.batch:
+            if stored:
+                self._stored_delivered(len(chunk))  # requests what was consumed as soon as it held store bytes
+            elif self.consumed >= self.batch:
                 n = (self.consumed // self.batch) * self.batch
                 self.consumed -= n
                 self._request(n)
@@ -964,32 +972,6 @@ class InputBoundary(GraphStageLogic, OutHandler):
                     self._stored_delivered(1)
 
     # ------------------------------------------------------------------ the store budget
-    def _push_stored_chunk(self) -> None:
-        """``_push_chunk`` while frames holding store bytes are buffered: the chunk holds at most ``store_chunk``
-        of them (one element at least), the buffer keeps no reference to what it handed on, and what was consumed
-        is requested again at once when it held store bytes (``_stored_delivered``)."""
-        buf = self.buffer
-        n = min(buf.size, self._out_conns[0].demand)
-        if self.signals:
-            n = max(1, min(n, self.signals[0][0] - self.delivered))
-        n = self._stored_cap(n)
-        first = buf.frames[0]
-        head = buf.head
-        chunk = buf.take(n)
-        h = buf.head
-        if h:  # a frame partly handed on (never handed on whole, so only this buffer has it): forget that part
-            rest = buf.frames[0]
-            start = head if rest is first else 0
-            rest[start:h] = [None] * (h - start)
-        self.delivered += len(chunk)
-        if self.ts_buffer is not None:
-            self.push(self.out, chunk, self.ts_buffer.take(n))
-        else:
-            self.push(self.out, chunk)
-        if not self.upstream_completed:
-            self.consumed += len(chunk)
-            self._stored_delivered(len(chunk))
-
     def _stored_cap(self, n: int) -> int:
         """Of the next ``n`` elements, how many a chunk takes so that it holds at most ``store_chunk`` store bytes
         (at least one), at each frame's average bytes per element."""
