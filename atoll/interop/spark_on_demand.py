@@ -35,13 +35,13 @@ Spark ran tasks for 3 partitions (3 single-task jobs). A DataFrame of 4x the obj
 a 100 MiB store) streams through with every row and the store holds only what is in flight: the next partition's
 table, the executor's replies the hub is copying (each released by reference counting as soon as it is copied: Ray
 hands the executor's ``byte[]`` over as raw bytes, copied into the hub) and the batches in the channel to the next
-island - 12-16 MiB of primary copies at the peak against a bound of 48 MiB (derived in the test), nothing
-spilled. (Until the channel codec's msgpack hooks stopped referring to themselves, a reference cycle kept every
-batch sent across islands referenced until Python's cyclic garbage collector ran: the store filled and Ray spilled
-868-936 MiB for that 404 MiB DataFrame. The executor's reply, blamed for it before, never stayed.) A batch crossing
-islands is a slice of its partition's table and is put in the store with the table's buffers whole (Arrow pickles
-a slice of a record batch so): with ``max_rows_per_batch`` a quarter of a partition, each batch object is a
-partition's size.
+island (bounded in bytes by the channel's store budget, ``Materializer.ray(channel_store_bytes=...)``) - 4-5 MiB
+of primary copies at the peak against a bound of 28.6 MiB (derived in the test), nothing spilled, with a consumer as
+fast as Spark or slower. (Until the channel codec's msgpack hooks stopped referring to themselves, a reference cycle
+kept every batch sent across islands referenced until Python's cyclic garbage collector ran: the store filled and Ray
+spilled 868-936 MiB for that 404 MiB DataFrame. The executor's reply, blamed for it before, never stayed.) A batch
+crossing islands is a slice of its partition's table; the codec puts only its rows into the store (Arrow pickles a
+slice with its parent's buffers whole, which made each quarter-partition batch a partition's size).
 
 What is not streamed: a DataFrame whose plan has a shuffle runs the shuffle's map side whole with the first
 partition's job (Spark's stage boundary; later jobs reuse the shuffle files). A partition's job that fails fails
