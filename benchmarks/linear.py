@@ -17,7 +17,7 @@ side in one process:
 
 Each case is warmed up once and then timed ``runs`` times; elements/s is n / best time. Every case
 must produce the same sum (checked against a closed-form reference). The figure of merit is the
-ratio atoll/generator (target >= 0.35).
+ratio atoll/generator (target >= 0.85: the kernel issue's "stays >= 0.85x the generator chain").
 
 streamz costs ~20 us per element here, so unless ``--full`` it runs at most ``STREAMZ_CAP`` elements
 (the row shows its n; a rate is a rate).
@@ -33,7 +33,7 @@ N = 1_000_000
 N_QUICK = 100_000
 STREAMZ_CAP = 100_000
 STREAMZ_CAP_QUICK = 10_000
-TARGET = 0.35
+TARGET = 0.85
 
 # the user code, shared by every variant
 inc = lambda x: x + 1  # noqa: E731
