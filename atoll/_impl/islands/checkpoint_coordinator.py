@@ -142,25 +142,24 @@ class CheckpointCoordinator:
     def suspend(self, timeout: float = 30.0) -> None:
         """Recovery begins (the islands are being replaced): abort the checkpoint in progress without counting it
         as a failure, and take none until ``resume``. Returns once the coordinator's thread did so."""
-        done: Future = Future()
-        self._events.put(("suspend", done))
-        if threading.current_thread() is not self._thread and self._thread.is_alive():
-            done.result(timeout)
+        self._post_and_wait(timeout, "suspend")
 
     def resume(self, islands: List[tuple], attempt: int, restored_from: Optional[int], timeout: float = 30.0) -> None:
         """Recovery started attempt ``attempt`` restored from checkpoint ``restored_from`` (None: from the start):
         ``islands`` are its ``(index, name, port)``; checkpoints continue with the next unused id. Returns once the
         coordinator's thread took it (so ``checkpoint_status`` shows the new attempt when the graph reports it)."""
-        done: Future = Future()
-        self._events.put(("resume", islands, attempt, restored_from, done))
-        if threading.current_thread() is not self._thread and self._thread.is_alive():
-            done.result(timeout)
+        self._post_and_wait(timeout, "resume", islands, attempt, restored_from)
 
     def sync(self, timeout: float = 30.0) -> None:
         """Return once the coordinator's thread has handled every event put before this call and taken the
         checkpoints they (and its clock's time now) call for. Tests use it to look at a decision, not a race."""
+        self._post_and_wait(timeout, "sync")
+
+    def _post_and_wait(self, timeout: float, kind: str, *args) -> None:
+        """Put event ``(kind, *args, done)`` for the coordinator's thread and wait until it resolves ``done`` (not
+        when called from that thread, or once it has stopped)."""
         done: Future = Future()
-        self._events.put(("sync", done))
+        self._events.put((kind, *args, done))
         if threading.current_thread() is not self._thread and self._thread.is_alive():
             done.result(timeout)
 
