@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import operator
 import random
+import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,9 @@ from atoll import CheckpointError, CheckpointSettings, Keep, KillSwitches, Mater
 from atoll.errors import IslandDiedError
 from atoll.testkit import TestSink
 from atoll.testkit.chaos import kill_island, kill_island_at, kill_island_chosen, kill_island_when, numbered, verifying_sink
-from atoll.testkit.stages_stopped import assert_all_stages_stopped
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from thread_checks import assert_no_thread_left  # noqa: E402
 
 N = 4000
 KEYS = 4
@@ -26,19 +30,6 @@ def _wait_until(condition, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)
-
-
-def _threads_of(name: str) -> list:
-    return [t.name for t in threading.enumerate() if name in t.name and t.is_alive()]
-
-
-def _assert_no_thread_left(mat, name: str) -> None:
-    """Every graph of ``mat`` ended and no thread of graph ``name`` (islands, coordinator, recovery) runs."""
-    assert_all_stages_stopped(mat, timeout=10)
-    deadline = time.monotonic() + 10
-    while _threads_of(name):
-        assert time.monotonic() < deadline, f"threads left: {_threads_of(name)}"
         time.sleep(0.005)
 
 
@@ -100,7 +91,7 @@ def test_a_keyed_pipeline_killed_at_a_random_point_loses_and_duplicates_nothing(
         assert struck < N
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, name)
+    assert_no_thread_left(mat, name)
 
 
 def test_repeated_kills_are_each_recovered(tmp_path):
@@ -118,7 +109,7 @@ def test_repeated_kills_are_each_recovered(tmp_path):
         assert sum(emitted.values()) > N
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "repeated")
+    assert_no_thread_left(mat, "repeated")
 
 
 # ---------------------------------------------------------------- what the graph reports
@@ -143,7 +134,7 @@ def test_a_killed_island_restarts_from_the_checkpoint_and_checkpoints_continue(t
         assert (first.id, first.attempt, second.id, second.attempt) == (1, 0, 2, 1)
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, f"kill-{island}")
+    assert_no_thread_left(mat, f"kill-{island}")
 
 
 def test_an_island_killed_before_any_checkpoint_restarts_the_graph_from_the_beginning(tmp_path):
@@ -160,7 +151,7 @@ def test_an_island_killed_before_any_checkpoint_restarts_the_graph_from_the_begi
         assert g.restarts == 1
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "early")
+    assert_no_thread_left(mat, "early")
 
 
 def test_a_fold_gets_the_failure_free_total(tmp_path):
@@ -175,7 +166,7 @@ def test_a_fold_gets_the_failure_free_total(tmp_path):
         assert total.result(30) == sum(x % 7 for x in range(N))
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "fold")
+    assert_no_thread_left(mat, "fold")
 
 
 # ---------------------------------------------------------------- the policy's bounds
@@ -196,7 +187,7 @@ def test_the_restart_budget_ends_the_graph_with_recovery_failed(tmp_path):
             g.completion.result(10)
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "budget")
+    assert_no_thread_left(mat, "budget")
 
 
 def test_without_restarts_a_killed_island_fails_the_graph(tmp_path):
@@ -213,7 +204,7 @@ def test_without_restarts_a_killed_island_fails_the_graph(tmp_path):
         assert g.restarts == 0
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "norestart")
+    assert_no_thread_left(mat, "norestart")
 
 
 def test_without_checkpoints_a_killed_island_fails_the_graph(tmp_path):
@@ -227,7 +218,7 @@ def test_without_checkpoints_a_killed_island_fails_the_graph(tmp_path):
         assert g.restarts == 0 and g.attempt == 0
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "plain")
+    assert_no_thread_left(mat, "plain")
 
 
 # ---------------------------------------------------------------- stage failures
@@ -251,7 +242,7 @@ def test_a_transient_stage_failure_restarts_only_when_the_policy_says_so(tmp_pat
     finally:
         mat.shutdown()
     assert failed == [1500]
-    _assert_no_thread_left(mat, "stage-failure")
+    assert_no_thread_left(mat, "stage-failure")
     failed.clear()
     mat = _mat(tmp_path / "off", fusion, interval=0.1)
     try:
@@ -259,7 +250,7 @@ def test_a_transient_stage_failure_restarts_only_when_the_policy_says_so(tmp_pat
             graph.run(mat, name="stage-failure-off").result(30)
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "stage-failure-off")
+    assert_no_thread_left(mat, "stage-failure-off")
 
 
 def test_a_deterministic_poison_element_spends_the_budget(tmp_path):
@@ -284,7 +275,7 @@ def test_a_deterministic_poison_element_spends_the_budget(tmp_path):
             g.completion.result(10)
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "poison")
+    assert_no_thread_left(mat, "poison")
 
 
 # ---------------------------------------------------------------- kill switches and handles
@@ -303,7 +294,7 @@ def test_a_kill_switch_shutdown_given_during_recovery_is_applied_to_the_new_atte
         assert g.attempt == 1 and g.wait(10)
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "switch")
+    assert_no_thread_left(mat, "switch")
 
 
 def test_a_kill_switch_abort_turns_recovery_off(tmp_path):
@@ -321,7 +312,7 @@ def test_a_kill_switch_abort_turns_recovery_off(tmp_path):
         assert g.wait(10) and g.restarts == 0
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "abort")
+    assert_no_thread_left(mat, "abort")
 
 
 def test_an_abort_during_the_back_off_ends_the_recovery(tmp_path):
@@ -341,7 +332,7 @@ def test_an_abort_during_the_back_off_ends_the_recovery(tmp_path):
         assert g.wait(10) and g.attempt == 0
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "abort-backoff")
+    assert_no_thread_left(mat, "abort-backoff")
 
 
 def test_cancel_during_the_back_off_ends_the_graph(tmp_path):
@@ -358,7 +349,7 @@ def test_cancel_during_the_back_off_ends_the_graph(tmp_path):
         assert g.wait(10) and g.attempt == 0
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "cancel")
+    assert_no_thread_left(mat, "cancel")
 
 
 def test_handles_are_rebound_a_probe_continues_after_the_checkpoint(tmp_path):
@@ -378,7 +369,7 @@ def test_handles_are_rebound_a_probe_continues_after_the_checkpoint(tmp_path):
         assert g.wait(10)
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "probe")
+    assert_no_thread_left(mat, "probe")
 
 
 # ---------------------------------------------------------------- a kill while a checkpoint is half aligned
@@ -440,7 +431,7 @@ def test_an_island_killed_while_a_checkpoint_is_aligned_restarts_from_the_previo
     finally:
         released.set()
         mat.shutdown()
-    _assert_no_thread_left(mat, "align")
+    assert_no_thread_left(mat, "align")
 
 
 # ---------------------------------------------------------------- a statistics handle across a restart
@@ -476,7 +467,7 @@ def test_event_time_windows_and_their_stats_handle_survive_a_kill(tmp_path, fusi
         assert stats.open_windows == 0 and stats.snapshot()["late_dropped"] == 0  # the new attempt's counters
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "windows")
+    assert_no_thread_left(mat, "windows")
 
 
 # ---------------------------------------------------------------- a run restored from a checkpoint
@@ -492,7 +483,7 @@ def test_a_restored_run_killed_before_its_first_checkpoint_restarts_from_the_che
             first.result(10)  # the stopped run's sink never completes
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "before")
+    assert_no_thread_left(mat, "before")
     mat = _mat(tmp_path)
     try:
         before = sum(emitted.values())
@@ -507,4 +498,4 @@ def test_a_restored_run_killed_before_its_first_checkpoint_restarts_from_the_che
         assert sum(emitted.values()) - before < N  # attempt 1 started at the restored cut, not at the beginning
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, "after")
+    assert_no_thread_left(mat, "after")

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import functools
 import random
-import threading
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Optional
 
 import pytest
 
 from atoll import CheckpointSettings, Keep, Materializer, RestartPolicy, Sink, Source
 from atoll.testkit.chaos import kill_island_at
-from atoll.testkit.stages_stopped import assert_all_stages_stopped
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from thread_checks import assert_no_thread_left  # noqa: E402
 
 ROOTS = 100
 DEPTH = 16  # a root (r, 1) grows the binary tree (r, 1..2*DEPTH-1): 31 elements
@@ -77,18 +80,6 @@ def check_exact(got, expected, roots: int, depth: int) -> None:
     assert list(per_root) == list(range(roots))  # the roots in upstream order (dicts keep first appearance)
 
 
-def _threads_of(name: str) -> list:
-    return [t.name for t in threading.enumerate() if name in t.name and t.is_alive()]
-
-
-def _assert_no_thread_left(mat, name: str) -> None:
-    assert_all_stages_stopped(mat, timeout=10)
-    deadline = time.monotonic() + 10
-    while _threads_of(name):
-        assert time.monotonic() < deadline, f"threads left: {_threads_of(name)}"
-        time.sleep(0.005)
-
-
 @pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("step", sorted(STEPS))
 def test_the_loop_island_killed_at_a_random_point_recovers_exactly(tmp_path, step, fusion):
@@ -120,4 +111,4 @@ def test_the_loop_island_killed_at_a_random_point_recovers_exactly(tmp_path, ste
         assert 0 <= replayed < before, f"seed={seed}"  # restored from a checkpoint, not from the beginning
     finally:
         mat.shutdown()
-    _assert_no_thread_left(mat, name)
+    assert_no_thread_left(mat, name)
