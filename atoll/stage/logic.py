@@ -621,7 +621,7 @@ class GraphStageLogic:
         else:
             c = self._counter = self._counter & KEEP_GOING_MASK
             if c == 0 and self._interpreter is not None:
-                self._interpreter.finished.append(self)  # every port already closed: the stage stops
+                self._interpreter.stage_finished(self)  # every port already closed: the stage stops
 
     @property
     def is_keep_going(self) -> bool:

@@ -60,6 +60,22 @@ class _NoChase:
 NO_CHASE = _NoChase()
 
 
+class _FinalizeMark:
+    """The event "finalize the stages that just finished": put at the head of the event order by
+    ``stage_finished`` while ``execute`` runs, so that the loop needs no test of its own after each event."""
+
+    __slots__ = ("state",)
+
+    def __init__(self):
+        self.state = -1  # neither PUSHING nor PULLING: dispatched through ``_process_slow``
+
+    def __repr__(self):
+        return "FinalizeMark"
+
+
+FINALIZE = _FinalizeMark()
+
+
 class GraphInterpreter:
     """Executes the stages of one island; every method runs on the island's thread."""
 
@@ -74,6 +90,7 @@ class GraphInterpreter:
         "running_stages",
         "chased",
         "finished",
+        "refund",
         "_fuzz",
         "_initialized",
     )
@@ -93,6 +110,8 @@ class GraphInterpreter:
         self.chased = NO_CHASE
         #: logics whose last port closed (``_counter`` reached 0) since the last check: finalized after the event
         self.finished: List[Any] = []
+        #: budget steps ``FINALIZE`` events took without an event to dispatch after them, given back by ``execute``
+        self.refund = 0
         self._fuzz = None if fuzzing is None else random.Random(fuzzing)
         self.enqueue = self.queue.append if fuzzing is None else self._enqueue_fuzzing
         self._initialized = False
@@ -141,7 +160,8 @@ class GraphInterpreter:
             return self._execute_fuzzing(event_limit)
         queue = self.queue
         pop = queue.popleft
-        finished = self.finished
+        if self.finished:  # stages that finished outside ``execute`` (async input, timers): before any event
+            self._finalize_finished()
         # a plain push or pull event is a connection whose state is exactly PUSHING or PULLING (one
         # integer comparison); any closing, failure, signal or hold bit beside it takes the slow path
         pushing, pulling, in_ready, out_ready = PUSHING, PULLING, IN_READY, OUT_READY
@@ -179,12 +199,18 @@ class GraphInterpreter:
                     self._report_error(conn.out_owner, e)
             else:
                 self._process_slow(conn, st)
-            if finished:
-                self._finalize_finished()
         conn = self.chased
         if conn is not None:
-            queue.appendleft(conn)  # out of budget: the chased event stays the queue's head
+            if conn is FINALIZE:  # part of the last event: a stage finished by it is finalized now
+                self.chased = None
+                self._finalize_finished()
+            else:
+                queue.appendleft(conn)  # out of budget: the chased event stays the queue's head
         self.chased = NO_CHASE
+        refund = self.refund
+        if refund:
+            self.refund = 0
+            remaining += refund
         return remaining
 
     def _execute_fuzzing(self, event_limit: int) -> int:
@@ -207,6 +233,8 @@ class GraphInterpreter:
         flight (``signals_before``), the element, the signals after it, then the closing. A held
         inlet (a fan-in waiting for a blocking signal on its other inlets) delivers nothing
         downstream until released; pulls and cancellations still travel upstream."""
+        if conn is FINALIZE:
+            return self._finalize_then_next()
         if st & SIGNAL and not st & HELD:
             self._deliver_signals(conn, st)
             self._after_stage_has_run(conn.in_owner)
@@ -231,6 +259,22 @@ class GraphInterpreter:
         if st & (PULLING | OUT_CLOSED | IN_CLOSED) == PULLING:
             return self._deliver_pull(conn, st)
         return self._process_close(conn, st)
+
+    def _finalize_then_next(self):
+        """The ``FINALIZE`` event: finalize the stages the last event finished, then dispatch the next event in the
+        same step of the budget (finalizing is part of the event that finished them, as ``_after_stage_has_run``
+        is; a turn counts the same events as before), or give the step back when no event is left."""
+        self._finalize_finished()
+        conn = self.chased
+        if conn is None:
+            queue = self.queue
+            if not queue:
+                self.refund += 1
+                return None
+            conn = queue.popleft()
+        else:
+            self.chased = None
+        return self._process_slow(conn, conn.state)
 
     def _deliver_pull(self, conn: Connection, st: int):
         logic = conn.out_owner
@@ -343,7 +387,20 @@ class GraphInterpreter:
         if c & KEEP_GOING_MASK:
             logic._counter = c = c - 1
             if c == 0:
-                self.finished.append(logic)
+                self.stage_finished(logic)
+
+    def stage_finished(self, logic) -> None:
+        """``logic``'s last port closed: finalize it once the handler now running returns. Inside ``execute`` the
+        finalization becomes the next event (the chased one, if any, goes back to the queue's head behind it), as
+        Pekko's interpreter finalizes a stage right after the event that finished it; outside, the caller (or
+        the next ``execute``, before any event) finalizes."""
+        self.finished.append(logic)
+        chased = self.chased
+        if chased is NO_CHASE or chased is FINALIZE:
+            return
+        if chased is not None:
+            self.queue.appendleft(chased)
+        self.chased = FINALIZE
 
     def _finalize_finished(self) -> None:
         finished = self.finished
