@@ -24,6 +24,7 @@ from atoll.interop import ray_dataset  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
 from atoll.testkit.chaos import kill_island_at  # noqa: E402
 from atoll.testkit.round_trip import checkpoint_round_trip  # noqa: E402
+from ray_start import start_local_ray  # noqa: E402
 
 N = 3000
 
@@ -32,14 +33,7 @@ _DASHBOARD = []
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
-    if ray.is_initialized():
-        ray.shutdown()
-    # test modules are imported by name (no packages): let Ray's workers import this one too (its functions)
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    # address="local": a cluster of its own, never one another process started on this machine
-    ctx = ray.init(address="local", num_cpus=2, include_dashboard=True, log_to_driver=False,
-                   runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ctx = start_local_ray(__file__, num_cpus=2, include_dashboard=True)  # workers import this module's functions
     _DASHBOARD.append(ctx.dashboard_url)
     yield
     _DASHBOARD.clear()

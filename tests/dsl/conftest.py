@@ -18,21 +18,11 @@ import ray  # noqa: E402
 
 from atoll import Materializer  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
+from ray_start import start_local_ray  # noqa: E402
 
 
 def _start_ray() -> None:
-    if ray.is_initialized():
-        ray.shutdown()
-    # test modules and helpers are imported by name (no packages): let Ray workers import them too
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path}},
-    )
+    start_local_ray(__file__, num_cpus=4, include_dashboard=False)
 
 
 @pytest.fixture(scope="module", params=["local", "ray"])

@@ -31,19 +31,14 @@ from atoll import (  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
 
 from helpers_event_time import counting, model_fixed  # noqa: E402
+from ray_start import start_local_ray  # noqa: E402
 
 T = 60
 
 
 @pytest.fixture(scope="module")
 def ray_mat():
-    if ray.is_initialized():
-        ray.shutdown()
-    # test modules are imported by name (no packages): let Ray workers import them too
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    start_local_ray(__file__, num_cpus=4, include_dashboard=False)
     m = Materializer.ray(start_timeout=30)
     yield m
     m.shutdown()

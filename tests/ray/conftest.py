@@ -10,16 +10,12 @@ import ray  # noqa: E402
 
 from atoll import Materializer  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
+from ray_start import start_local_ray  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def ray_session():
-    if ray.is_initialized():
-        ray.shutdown()
-    # test modules are imported by name (no packages): let workers import them too
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ctx = ray.init(address="local", num_cpus=4, include_dashboard=True, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ctx = start_local_ray(__file__, num_cpus=4, include_dashboard=True)
     import ray_helpers
 
     ray_helpers.DASHBOARD = ctx.dashboard_url

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import time
+
+from ray_start import worker_runtime_env
 
 #: the dashboard of this module's Ray session (several local Ray instances may be running)
 DASHBOARD = None
@@ -58,9 +59,7 @@ def cluster_session(head_node_args: dict, **nodes_args: dict):
                                                                 dashboard_port=port))
     nodes = {name: cluster.add_node(**args) for name, args in nodes_args.items()}
     cluster.wait_for_nodes()
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ctx = ray.init(address=cluster.address, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ctx = ray.init(address=cluster.address, log_to_driver=False, runtime_env=worker_runtime_env(__file__))
     DASHBOARD = ctx.dashboard_url
     try:
         yield cluster, nodes

@@ -7,7 +7,6 @@ the stream runs: primary copies (``held``: objects some process references, what
 bytes and fallback bytes (objects allocated outside the store because it was full)."""
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -16,6 +15,7 @@ import ray
 
 from atoll import Materializer, Sink, Source
 from atoll.testkit import assert_all_stages_stopped
+from ray_start import start_local_ray
 
 #: Ray's smallest object store (78643200 bytes) rounded up: the stream below is 4x this
 STORE_BYTES = 80 * 1024 * 1024
@@ -26,12 +26,7 @@ ELEMENT = MIB
 @pytest.fixture(scope="module")
 def ray_session():
     """Ray with a small object store (2 CPUs, no dashboard), for this module only."""
-    if ray.is_initialized():
-        ray.shutdown()
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=STORE_BYTES,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    start_local_ray(__file__, num_cpus=2, include_dashboard=False, object_store_memory=STORE_BYTES)
     yield
     ray.shutdown()
 

@@ -15,6 +15,7 @@ from atoll.testkit.chaos import kill_island_at
 
 import ray_helpers
 from ray_helpers import wait_no_island_actors
+from ray_start import start_local_ray
 
 
 @pytest.fixture(scope="module")
@@ -22,16 +23,9 @@ def ray_session():
     """conftest's session, always on a cluster of its own (``address="local"``): ``ray.init()`` without an address
     joins the cluster another process on this machine started last (``ray.cluster_utils.Cluster`` writes its
     address to /tmp/ray/ray_current_cluster), where ``num_cpus`` is refused."""
-    import os
-
     import ray
 
-    if ray.is_initialized():
-        ray.shutdown()
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    ctx = ray.init(address="local", num_cpus=4, include_dashboard=True, log_to_driver=False,
-                   runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ctx = start_local_ray(__file__, num_cpus=4, include_dashboard=True)
     ray_helpers.DASHBOARD = ctx.dashboard_url
     yield
     ray.shutdown()
