@@ -9,7 +9,6 @@ import functools
 import random
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -20,26 +19,10 @@ from atoll.testkit.chaos import kill_island_at
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from thread_checks import assert_no_thread_left  # noqa: E402
+from recursion_trees import STEPS, check_exact, total  # noqa: E402
 
 ROOTS = 100
-DEPTH = 16  # a root (r, 1) grows the binary tree (r, 1..2*DEPTH-1): 31 elements
-TOTAL = ROOTS * (2 * DEPTH - 1)
-
-
-def _children(e):
-    return [(e[0], 2 * e[1]), (e[0], 2 * e[1] + 1)]
-
-
-def _step(s):
-    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children)
-
-
-def _step_substream(s):
-    # ``take`` has no stateless form: each expansion runs as a substream (a cut waits while one runs)
-    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children).take(2)
-
-
-STEPS = {"fused": _step, "substream": _step_substream}
+TOTAL = total(ROOTS)
 
 
 def _graph(step: str, emitted: Optional[list] = None):
@@ -62,22 +45,6 @@ def _failure_free(step: str) -> tuple:
         return tuple(_graph(step).run(mat).result(60))
     finally:
         mat.shutdown()
-
-
-def check_exact(got, expected, roots: int, depth: int) -> None:
-    """``got`` equals the failure-free ``expected`` in everything ``recursively`` defines: the multiset, each
-    root's descendants in breadth-first order, the roots in upstream order."""
-    assert Counter(got) == Counter(expected)
-    assert len(got) == roots * (2 * depth - 1)  # each element once (they are all distinct)
-    per_root = {}
-    for r, v in got:
-        per_root.setdefault(r, []).append(v)
-    per_root_expected = {}
-    for r, v in expected:
-        per_root_expected.setdefault(r, []).append(v)
-    assert per_root == per_root_expected
-    assert all(vs == list(range(1, 2 * depth)) for vs in per_root.values())  # breadth first: 1, 2, 3, ...
-    assert list(per_root) == list(range(roots))  # the roots in upstream order (dicts keep first appearance)
 
 
 @pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
@@ -105,7 +72,7 @@ def test_the_loop_island_killed_at_a_random_point_recovers_exactly(tmp_path, ste
         replayed = emitted[0] - ROOTS
         print(f"seed={seed} fraction={fraction:.2f} killed the recursively island after {struck} of {TOTAL} "
               f"outputs ({before} roots), {replayed} roots replayed")
-        check_exact(got, expected, ROOTS, DEPTH)
+        check_exact(got, expected, ROOTS)
         assert g.restarts == 1, f"seed={seed}"  # the kill happened mid-stream and was recovered from
         assert struck < TOTAL
         assert 0 <= replayed < before, f"seed={seed}"  # restored from a checkpoint, not from the beginning

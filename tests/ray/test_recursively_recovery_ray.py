@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 
 import pytest
 
@@ -16,6 +15,7 @@ from atoll.testkit.chaos import kill_island_at
 import ray_helpers
 from ray_helpers import wait_no_island_actors
 from ray_start import start_local_ray
+from recursion_trees import STEPS, check_exact, total
 
 
 @pytest.fixture(scope="module")
@@ -31,24 +31,7 @@ def ray_session():
     ray.shutdown()
 
 ROOTS = 150
-DEPTH = 16  # a root (r, 1) grows the binary tree (r, 1..2*DEPTH-1): 31 elements
-TOTAL = ROOTS * (2 * DEPTH - 1)
-
-
-def _children(e):
-    return [(e[0], 2 * e[1]), (e[0], 2 * e[1] + 1)]
-
-
-def _step(s):
-    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children)
-
-
-def _step_substream(s):
-    # ``take`` has no stateless form: each expansion runs as a substream (a cut waits while one runs)
-    return s.filter(lambda e: e[1] < DEPTH).map_concat(_children).take(2)
-
-
-STEPS = {"fused": _step, "substream": _step_substream}
+TOTAL = total(ROOTS)
 
 
 def _graph(step: str):
@@ -56,19 +39,6 @@ def _graph(step: str):
     the loop is held back by its output, so its queues hold elements at every cut and at the kill."""
     return (Source.range(0, ROOTS).map(lambda r: (r, 1)).island().recursively(STEPS[step])
             .throttle(100, 0.1).island().to_mat(Sink.seq(), Keep.right))
-
-
-def _check_exact(got, expected) -> None:
-    assert Counter(got) == Counter(expected)
-    assert len(got) == TOTAL  # each element once (they are all distinct)
-    per_root, per_root_expected = {}, {}
-    for r, v in got:
-        per_root.setdefault(r, []).append(v)
-    for r, v in expected:
-        per_root_expected.setdefault(r, []).append(v)
-    assert per_root == per_root_expected
-    assert all(vs == list(range(1, 2 * DEPTH)) for vs in per_root.values())  # breadth first: 1, 2, 3, ...
-    assert list(per_root) == list(range(ROOTS))  # the roots in upstream order (dicts keep first appearance)
 
 
 @pytest.mark.slow
@@ -91,7 +61,7 @@ def test_the_loop_island_killed_at_a_random_point_recovers_exactly(ray_session, 
         struck = kill_island_at(g, 1, fraction, TOTAL, watch=0)
         got = seq.result(120)
         print(f"seed={seed} fraction={fraction:.2f} killed the recursively island after {struck} of {TOTAL} outputs")
-        _check_exact(got, expected)
+        check_exact(got, expected, ROOTS)
         assert g.restarts == 1, f"seed={seed}"  # the kill happened mid-stream and was recovered from
         assert struck < TOTAL
         assert g.wait(30)
