@@ -274,10 +274,19 @@ def wait_requests(probe, total: int) -> list:
     return out
 
 
-def test_the_receiver_hands_stored_elements_on_in_chunks_of_its_share_and_requests_them_at_once(mat):
-    (probe, logic), sink = (Source.from_graph(_StoreProbeSource(BUDGET)).with_attributes(Attributes.input_buffer(64, 64))
-                            .to_mat(TestSink.probe(), Keep.both).run(mat))
+def run_receiver(mat, budget: int, via=None):
+    """A receiver (``_StoreProbeSource(budget)``, input buffer 64) into a ``TestSink.probe``, optionally through
+    ``via``; checks its first request (the whole buffer) and returns ``(probe, logic), sink``."""
+    src = Source.from_graph(_StoreProbeSource(budget)).with_attributes(Attributes.input_buffer(64, 64))
+    if via is not None:
+        src = src.via(via)
+    (probe, logic), sink = src.to_mat(TestSink.probe(), Keep.both).run(mat)
     assert probe.expect_request() == 64
+    return (probe, logic), sink
+
+
+def test_the_receiver_hands_stored_elements_on_in_chunks_of_its_share_and_requests_them_at_once(mat):
+    (probe, logic), sink = run_receiver(mat, BUDGET)
     frame = [big(i) for i in range(12)]
     probe._subscriber.on_next(0, frame, stored_bytes(frame))
     sink.request(5)
@@ -303,9 +312,7 @@ def test_the_receiver_hands_stored_elements_on_in_chunks_of_its_share_and_reques
 
 
 def test_element_by_element_the_receiver_requests_each_half_share_and_when_it_runs_dry(mat):
-    (probe, logic), sink = (Source.from_graph(_StoreProbeSource(BUDGET)).with_attributes(Attributes.input_buffer(64, 64))
-                            .via(identity()).to_mat(TestSink.probe(), Keep.both).run(mat))
-    assert probe.expect_request() == 64
+    (probe, logic), sink = run_receiver(mat, BUDGET, via=identity())
     frame = [big(i) for i in range(5)]
     probe._subscriber.on_next(0, frame, stored_bytes(frame))
     sink.request(100)
@@ -318,9 +325,7 @@ def test_element_by_element_the_receiver_requests_each_half_share_and_when_it_ru
 
 
 def test_a_receiver_without_a_budget_ignores_store_bytes(mat):
-    (probe, logic), sink = (Source.from_graph(_StoreProbeSource(0)).with_attributes(Attributes.input_buffer(64, 64))
-                            .to_mat(TestSink.probe(), Keep.both).run(mat))
-    assert probe.expect_request() == 64
+    (probe, logic), sink = run_receiver(mat, 0)
     frame = [big(i) for i in range(12)]
     probe._subscriber.on_next(0, frame, stored_bytes(frame))
     sink.request(12)
