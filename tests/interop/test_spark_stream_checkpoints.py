@@ -77,15 +77,21 @@ def test_a_failure_after_checkpoints_then_a_restore_writes_every_row_once(spark,
     before = _written(spark, base)
     assert before == list(range(len(before))) and len(before) < 1700  # only rows some checkpoint covered
     assert len(_staging(base)) == 1  # kept for the restore
-    mat = _mat(tmp_path)
+    _restore_writes_every_row_once(spark, tmp_path, "stream-fail", info)
+
+
+def _restore_writes_every_row_once(spark, base, name: str, checkpoint, **settings) -> None:
+    """Restore graph ``name`` from ``checkpoint`` with the valve open: the sink writes all N rows, Spark's output holds
+    each row once, every staging directory is gone once the query processed everything, and no query is left."""
+    mat = _mat(base, **settings)
     try:
         written = _rows().via(Flow.from_graph(_Valve(N))).island().to_mat(_sink(spark, base), Keep.right) \
-            .run(mat, name="stream-fail", restore_from=info)
+            .run(mat, name=name, restore_from=checkpoint)
         assert written.result(180) == N
     finally:
         mat.shutdown()
     assert _written(spark, base) == list(range(N))
-    assert _staging(base) == []  # every staging directory is gone once the query processed everything
+    assert _staging(base) == []
     assert not spark.streams.active
 
 
@@ -122,16 +128,7 @@ def test_restoring_an_older_checkpoint_taken_before_anything_was_released_writes
         mat.shutdown()
     before = _written(spark, base)
     assert before == list(range(len(before))) and len(before) < 1500
-    mat = _mat(tmp_path, retained=100)
-    try:
-        written = _rows().via(Flow.from_graph(_Valve(N))).island().to_mat(_sink(spark, base), Keep.right) \
-            .run(mat, name="stream-older", restore_from=older)
-        assert written.result(180) == N
-    finally:
-        mat.shutdown()
-    assert _written(spark, base) == list(range(N))
-    assert _staging(base) == []
-    assert not spark.streams.active
+    _restore_writes_every_row_once(spark, tmp_path, "stream-older", older, retained=100)
 
 
 def _restored_logic(directory, **state):
