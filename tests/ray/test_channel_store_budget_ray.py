@@ -1,6 +1,7 @@
 """A channel of large elements (passed through Ray's object store by reference) holds a bounded number of bytes of
 the store, with ``Materializer.ray()``'s defaults, whatever its input buffer in elements: a stream of 4x the store's
-capacity in 1 MiB numpy arrays or Arrow record batches crosses from one island to a slower one without spilling.
+capacity in 1 MiB numpy arrays, Arrow record batches or `bytes` values crosses from one island to a slower one
+without spilling.
 
 The module runs in a Ray session of its own with a small object store (``STORE_BYTES``), sampled every 50 ms while
 the stream runs: primary copies (``held``: objects some process references, what Ray must keep or spill), spilled
@@ -54,7 +55,13 @@ def arrow_element(i: int):
     return pa.record_batch([pa.array(np.full(ELEMENT // 8, i, dtype=np.int64))], names=["v"])  # 1 MiB
 
 
+def bytes_element(i: int) -> bytes:
+    return i.to_bytes(8, "big") * (ELEMENT // 8)  # 1 MiB: msgpack would pack it into the frame's payload itself
+
+
 def first_value(x) -> int:
+    if isinstance(x, bytes):
+        return int.from_bytes(x[:8], "big")
     return int(x[0]) if not hasattr(x, "column") else x.column(0)[0].as_py()
 
 
@@ -96,7 +103,7 @@ def slow(x):
     return first_value(x)
 
 
-@pytest.mark.parametrize("make", [numpy_element, arrow_element], ids=["numpy", "arrow"])
+@pytest.mark.parametrize("make", [numpy_element, arrow_element, bytes_element], ids=["numpy", "arrow", "bytes"])
 def test_a_stream_of_4x_the_store_in_large_elements_crosses_a_channel_to_a_slow_consumer(ray_session, make):
     capacity = int(ray.cluster_resources()["object_store_memory"])  # (used + avail grows once objects were freed)
     n = 4 * capacity // ELEMENT + 1
@@ -130,8 +137,8 @@ def test_a_stream_of_4x_the_store_in_large_elements_crosses_a_channel_to_a_slow_
 
 
 def mixed_element(i: int):
-    """Ints, 200 KB bytes (in the frame's payload: msgpack packs bytes itself) and numpy arrays of 64 KiB to 3 MiB
-    (passed by reference), in runs of varying length: the sizes the sender expects are wrong now and then."""
+    """Ints, 200 KB bytes and numpy arrays of 64 KiB to 3 MiB (both passed by reference), in runs of varying length:
+    the sizes the sender expects are wrong now and then."""
     import numpy as np
 
     run = (i // 7) % 4 if i % 97 else 3
@@ -175,9 +182,60 @@ def test_a_frame_reports_the_store_bytes_of_what_it_put_there(ray_session):
     frame = [1, np.zeros(1000), batch.slice(0, 10_000), (np.ones(10), np.ones(20)), passed, b"w" * 200_000]
     sizes: list = []
     payload, refs = encode_message(3, 0, frame, sizes)
-    # the array, the slice's own rows (not its parent's buffers), the tuple's two arrays; a ``bytes`` value is one of
-    # msgpack's own types and goes in the payload whatever its length
-    assert sizes == [8_000, 80_000, 80, 160]
-    assert len(refs) == 5 and len(payload) > 200_000
+    # the array, the slice's own rows (not its parent's buffers), the tuple's two arrays and the large bytes value
+    # (which msgpack would have packed into the payload); each object counted once although the frame was encoded
+    # twice (the first payload came out large)
+    assert sizes == [8_000, 80_000, 80, 160, 200_000]
+    assert len(refs) == 6 and len(payload) < 1_000
     ch, seq, got = decode_message(payload, refs)
     assert (ch, seq, got[0], got[2].num_rows, got[4], got[5]) == (3, 0, 1, 10_000, passed, b"w" * 200_000)
+    assert type(got[5]) is bytes
+
+
+def test_large_bytes_values_go_through_the_store_at_any_depth_and_arrive_as_they_left(ray_session):
+    from atoll._impl.actors.codec import LARGE_BYTES, decode_message, encode, decode, encode_message
+
+    big = b"b" * LARGE_BYTES
+    rows = [{"id": i, "blob": big if i == 3 else b"s", "meta": (i, [bytearray(b"a" * LARGE_BYTES)] if i == 5 else [])}
+            for i in range(10)]
+    frame = rows + [(memoryview(b"m" * (LARGE_BYTES + 1)), "x"), b"c" * (LARGE_BYTES - 1), "tail"]
+    before = [dict(r) for r in rows]
+    sizes: list = []
+    payload, refs = encode_message(7, 2, frame, sizes)
+    # the three large values by reference (bytearray and memoryview copied to bytes first); the one just under
+    # ``LARGE_BYTES`` stays in the payload
+    assert sizes == [LARGE_BYTES, LARGE_BYTES, LARGE_BYTES + 1]
+    assert len(refs) == 3 and LARGE_BYTES - 1 < len(payload) < LARGE_BYTES + 1_000
+    ch, seq, got = decode_message(payload, refs)
+    # as through msgpack: bytearray and memoryview arrive as bytes, everything else as it was
+    expected = [dict(r, meta=(r["meta"][0], [bytes(b) for b in r["meta"][1]])) for r in rows]
+    expected += [(b"m" * (LARGE_BYTES + 1), "x"), b"c" * (LARGE_BYTES - 1), "tail"]
+    assert (ch, seq) == (7, 2) and got == expected
+    assert [type(x["blob"]) for x in got[:10]] == [bytes] * 10 and type(got[5]["meta"][1][0]) is bytes
+    assert type(got[10]) is tuple and type(got[10][0]) is bytes
+    # the caller's rows were not changed (the containers holding a large value were copied for the encoding)
+    assert rows == before and type(rows[5]["meta"][1][0]) is bytearray
+    # the frame codec without a channel does the same
+    payload2, refs2 = encode(frame)
+    assert len(refs2) == 3 and decode(payload2, refs2) == expected
+
+
+def test_a_large_payload_of_small_values_is_encoded_once(ray_session):
+    from atoll._impl.actors import codec
+
+    frame = [{"k": i, "v": "x" * 100} for i in range(2_000)]  # ~230 KB of rows, no value large on its own
+    calls = []
+    real = codec.encode_message
+
+    def counting(*args):
+        calls.append(args[:2])
+        return real(*args)
+
+    codec.encode_message = counting  # what a second encoding would call
+    try:
+        sizes: list = []
+        payload, refs = counting(1, 0, frame, sizes)
+    finally:
+        codec.encode_message = real
+    assert calls == [(1, 0)] and refs == [] and sizes == [] and len(payload) > codec.LARGE_BYTES
+    assert codec.decode_message(payload, refs)[2] == frame

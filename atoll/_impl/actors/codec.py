@@ -9,9 +9,15 @@ A frame (a list of elements) travels as msgpack bytes plus a list of Ray object 
   constructors; a ``datetime``'s tzinfo is kept when it is ``None`` or a fixed-offset ``datetime.timezone`` (offset
   and name), any other tzinfo is pickled with its datetime. (Cloudpickling a datetime cost ~7 us, 11% of the demo's
   aggregate island; the state ~0.3 us to encode, ~0.1 us to decode);
-* numpy arrays, Arrow tables/record batches and bytes-likes of ``large_bytes`` or more are put in the
+* numpy arrays, Arrow tables/record batches and bytes-likes of ``LARGE_BYTES`` or more are put in the
   object store and travel as references, so they are never copied through msgpack and are read
-  zero-copy on the receiving side. The reference list is a separate call argument, so Ray tracks the
+  zero-copy on the receiving side (a ``bytes`` value comes back as a copy of the stored one). msgpack packs
+  ``bytes``, ``bytearray`` and ``memoryview`` itself, without asking the hook, so a frame whose payload came
+  out ``LARGE_BYTES`` or more (frames are cut below that by their elements' sizes, so this is a frame holding
+  a large element) is encoded again with each such value of ``LARGE_BYTES`` or more, at any depth of lists,
+  tuples and dict values, marked for the store (``_LargeBytes``): large ``bytes`` count in a channel's store
+  budget as arrays do, instead of riding in payloads bounded only by the channel's window. They arrive as
+  ``bytes``, as they do through msgpack. The reference list is a separate call argument, so Ray tracks the
   references (the receiver borrows them). ``encode_message`` can report the bytes each one takes in the store
   (``stored_size``): a channel bounds what its elements hold there with them (``boundaries``, DESIGN 6);
 * an element that is itself a Ray ``ObjectRef`` (``map_remote(fetch=False)``, ``ray.put`` in a ``map``) goes
@@ -138,6 +144,62 @@ def _large_types():
 _LARGE = None
 
 
+class _LargeBytes:
+    """A ``bytes``/``bytearray``/``memoryview`` value of ``LARGE_BYTES`` or more, marked to go through the object store
+    (msgpack packs those types itself and never hands them to the hook)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data):
+        self.data = data
+
+
+
+def _large_bytes_marked(value: Any) -> Any:
+    """``value`` with every ``bytes``/``bytearray``/``memoryview`` of ``LARGE_BYTES`` or more in it, at any depth of
+    lists, tuples and dict values (exactly those types), replaced by a ``_LargeBytes`` holder; the containers holding
+    one are copied (the caller's objects are never changed), ``value`` itself comes back when nothing was replaced."""
+    t = type(value)
+    if t is bytes or t is bytearray or t is memoryview:
+        return _LargeBytes(value) if (value.nbytes if t is memoryview else len(value)) >= LARGE_BYTES else value
+    if t is list or t is tuple:
+        out = None
+        for i, v in enumerate(value):
+            w = _large_bytes_marked(v)
+            if w is not v:
+                if out is None:
+                    out = list(value)
+                out[i] = w
+        if out is None:
+            return value
+        return out if t is list else tuple(out)
+    if t is dict:
+        out = None
+        for k, v in value.items():
+            w = _large_bytes_marked(v)
+            if w is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = w
+        return value if out is None else out
+    return value
+
+
+def _may_hold_large_bytes(payload: bytes) -> bool:
+    """Whether ``payload`` may hold a bytes value of ``LARGE_BYTES`` or more packed by msgpack: one always starts with a
+    ``bin 32`` header (``0xc6`` and its length, big-endian) whose length fits in what follows it. A C-speed search for
+    the marker byte; a match that is not a header (the byte inside other data) only costs the exact check after it."""
+    find = payload.find
+    end = len(payload)
+    i = find(b"\xc6")
+    while 0 <= i <= end - 5:
+        n = int.from_bytes(payload[i + 1:i + 5], "big")
+        if LARGE_BYTES <= n <= end - i - 5:
+            return True
+        i = find(b"\xc6", i + 1)
+    return False
+
+
 class PassedRef:
     """An element that is an ``ObjectRef``: it travels in the reference list as it is, never fetched."""
 
@@ -191,6 +253,10 @@ def _encoder(refs: list, sizes: Optional[list] = None):
                 return packed
         elif t is _date:
             return msgpack.ExtType(EXT_DATE, obj.__reduce_ex__(4)[1][0])
+        elif t is _LargeBytes:
+            obj = obj.data
+            if type(obj) is not bytes:
+                obj = bytes(obj)  # a bytearray or memoryview arrives as bytes, as through msgpack
         if isinstance(obj, large) or (isinstance(obj, (bytes, bytearray, memoryview)) and len(obj) >= LARGE_BYTES):
             import ray
 
@@ -396,8 +462,10 @@ from ..._rows import rows_of  # noqa: E402 - the builder of columnar frames (sha
 
 def encode(frame: List[Any]) -> Tuple[bytes, list]:
     """``frame`` -> (payload, object refs); rows sharing their keys go as columns (``[keys, tail, *columns]``),
-    plain numbers as ``[kind, data, tail]``, anything else as ``[frame]``."""
+    plain numbers as ``[kind, data, tail]``, anything else as ``[frame]``. Large bytes values go through the store
+    as in :func:`encode_message`."""
     refs: list = []
+    nums = None
     cols = columns_of(frame)
     if cols is not None:
         body = [cols[0], cols[2], *cols[1]]
@@ -405,6 +473,10 @@ def encode(frame: List[Any]) -> Tuple[bytes, list]:
         nums = numeric_of(frame)
         body = [frame] if nums is None else list(nums)
     payload = msgpack.packb(body, default=_encoder(refs), strict_types=True, use_bin_type=True)
+    if len(payload) >= LARGE_BYTES and nums is None and _may_hold_large_bytes(payload):
+        marked = _large_bytes_marked(frame)
+        if marked is not frame:
+            return encode(marked)
     return payload, refs
 
 
@@ -431,6 +503,7 @@ def encode_message(ch: int, seq: int, frame: List[Any], sizes: Optional[list] = 
     into the object store are appended (``stored_size``; an element that is itself an ``ObjectRef`` was put there by
     someone else and is not counted)."""
     refs: list = []
+    nums = None
     cols = columns_of(frame)
     if cols is not None:
         body = [ch, seq, cols[0], cols[2], *cols[1]]
@@ -443,6 +516,14 @@ def encode_message(ch: int, seq: int, frame: List[Any], sizes: Optional[list] = 
         else:  # ints, floats and bytes only: no extension hook needed
             return msgpack.packb([ch, seq, nums[0], nums[1]], use_bin_type=True), refs
     payload = msgpack.packb(body, default=_encoder(refs, sizes), strict_types=True, use_bin_type=True)
+    if len(payload) >= LARGE_BYTES and nums is None and _may_hold_large_bytes(payload):
+        # a large payload: large bytes values in it go through the store instead (module docstring); the refs of
+        # this first encoding are dropped (Ray frees their objects) and the sizes it reported forgotten
+        marked = _large_bytes_marked(frame)
+        if marked is not frame:
+            if sizes is not None:
+                sizes.clear()
+            return encode_message(ch, seq, marked, sizes)
     return payload, refs
 
 

@@ -70,7 +70,8 @@ class RaySettings(MaterializerSettings):
     ``max`` (65536) elements, plus one chunk handed downstream (as before: the buffer is counted in elements, so
     its bytes are 65536 times the element size, e.g. ~4 MiB of ints, ~10 MiB of 4-field rows).
     ``channel_store_bytes``: the bytes a channel's elements passed by reference (numpy arrays, Arrow tables and
-    batches: the codec puts each one into Ray's object store) may hold in the store, in flight, buffered at the
+    batches, and bytes values of 100 KiB or more, at any depth of lists, tuples and dicts: the codec puts each one
+    into Ray's object store) may hold in the store, in flight, buffered at the
     receiver and handed downstream in a chunk together. The output boundary pulls and sends such elements only
     while those it sent and the receiver has not consumed hold less than three quarters of it; the input boundary
     hands them on in chunks of at most a quarter of it and requests again as soon as it did. A channel thus holds
@@ -78,8 +79,7 @@ class RaySettings(MaterializerSettings):
     (two elements when one is larger than the budget: each travels alone). The output boundary expects the next
     elements to hold what the last frames' did, so the frame in which such elements first appear, or suddenly grow,
     can take the channel past the budget by that frame. Elements that do not go through the store (ints, rows,
-    ``bytes``, which msgpack carries in the frame whatever their length) are bounded by ``input_buffer`` alone, as
-    before. Default (``None``): ``min(64 MiB, the smallest node's object store / 8)``, taken when the materializer
+    ``bytes`` under 100 KiB, which msgpack carries in the frame) are bounded by ``input_buffer`` alone, as before. Default (``None``): ``min(64 MiB, the smallest node's object store / 8)``, taken when the materializer
     starts; 0 turns the budget off (``input_buffer`` alone then bounds them too: 65536 arrays of 1 MiB).
     """
 
