@@ -25,6 +25,9 @@ N = 2000
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
+    from ray_start import release_shared_ray
+
+    release_shared_ray()  # this module's own: one CPU, a small store
     started = not ray.is_initialized()
     if started:
         ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=80 * 1024 * 1024)

@@ -24,7 +24,7 @@ from atoll.interop import ray_dataset  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
 from atoll.testkit.chaos import kill_island_at  # noqa: E402
 from atoll.testkit.round_trip import checkpoint_round_trip  # noqa: E402
-from ray_start import start_local_ray  # noqa: E402
+from ray_start import shared_local_ray  # noqa: E402
 
 N = 3000
 
@@ -33,11 +33,10 @@ _DASHBOARD = []
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
-    ctx = start_local_ray(__file__, num_cpus=2, include_dashboard=True)  # workers import this module's functions
+    ctx = shared_local_ray()  # the run's shared local Ray (its workers import this module's functions)
     _DASHBOARD.append(ctx.dashboard_url)
     yield
     _DASHBOARD.clear()
-    ray.shutdown()
 
 
 def _alive_island_actors() -> list:

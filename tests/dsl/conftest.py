@@ -1,8 +1,8 @@
 """GraphDSL conformance fixtures: every ``mat`` test runs on both materializers.
 
-``mat`` is parametrized ``local`` / ``ray``: ``Materializer.local()``, or ``Materializer.ray()`` on one
-local Ray session per test module (started when the module's first ``ray`` test runs, shut down after
-its last one; pytest groups a module's tests by this parameter). After every test, each graph the test
+``mat`` is parametrized ``local`` / ``ray``: ``Materializer.local()``, or ``Materializer.ray()`` on the test
+run's shared local Ray session (``ray_start.shared_local_ray``: started when the first ``ray`` test needs it,
+kept for the next modules; pytest groups a module's tests by this parameter). After every test, each graph the test
 started must have stopped. ``local_mat`` is a fresh local materializer, for the cases that are only
 run in-process (the Ray-parametrized set is kept small: a Ray graph takes most of a second to start).
 """
@@ -18,11 +18,7 @@ import ray  # noqa: E402
 
 from atoll import Materializer  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
-from ray_start import start_local_ray  # noqa: E402
-
-
-def _start_ray() -> None:
-    start_local_ray(__file__, num_cpus=4, include_dashboard=False)
+from ray_start import shared_local_ray  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["local", "ray"])
@@ -32,15 +28,12 @@ def module_mat(request):
         yield m
         m.shutdown()
         return
-    _start_ray()
+    shared_local_ray()
+    m = Materializer.ray(start_timeout=30)
     try:
-        m = Materializer.ray(start_timeout=30)
-        try:
-            yield m
-        finally:
-            m.shutdown()
+        yield m
     finally:
-        ray.shutdown()
+        m.shutdown()
 
 
 @pytest.fixture

@@ -449,13 +449,12 @@ def test_graphs_without_event_time_never_compute_combined_timestamps(mat, monkey
 
 @pytest.fixture(scope="module")
 def ray_mat():
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from ray_start import shared_local_ray
+
+    shared_local_ray()
     m = Materializer.ray(start_timeout=30)
     yield m
     m.shutdown()
-    ray.shutdown()
 
 
 def _grouped_then_windowed():

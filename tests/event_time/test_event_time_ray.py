@@ -31,18 +31,17 @@ from atoll import (  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
 
 from helpers_event_time import counting, model_fixed  # noqa: E402
-from ray_start import start_local_ray  # noqa: E402
+from ray_start import shared_local_ray  # noqa: E402
 
 T = 60
 
 
 @pytest.fixture(scope="module")
 def ray_mat():
-    start_local_ray(__file__, num_cpus=4, include_dashboard=False)
+    shared_local_ray()
     m = Materializer.ray(start_timeout=30)
     yield m
     m.shutdown()
-    ray.shutdown()
 
 
 @pytest.fixture

@@ -29,7 +29,11 @@ OBJECT_STORE_BYTES = 100 * 1024 * 1024
 
 @pytest.fixture(scope="package")
 def ray_session():
-    """Ray, started here (2 CPUs, a 100 MiB object store, no dashboard) unless something already started it."""
+    """Ray, started here (2 CPUs, a 100 MiB object store, no dashboard) unless something already started it (the run's
+    shared session is shut down first: these tests need the small store)."""
+    from ray_start import release_shared_ray
+
+    release_shared_ray()
     started = not ray.is_initialized()
     if started:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=OBJECT_STORE_BYTES)

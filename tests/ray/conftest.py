@@ -1,4 +1,5 @@
-"""Ray fixtures: one local Ray session per test module, and a check that no island actor outlives a test."""
+"""Ray fixtures: the test run's shared local Ray session (``ray_start.shared_local_ray``), and a check that no island
+actor outlives a test."""
 from __future__ import annotations
 
 import os
@@ -10,17 +11,17 @@ import ray  # noqa: E402
 
 from atoll import Materializer  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
-from ray_start import start_local_ray  # noqa: E402
+from ray_start import shared_local_ray  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ctx = start_local_ray(__file__, num_cpus=4, include_dashboard=True)
+    """The shared local Ray (4 CPUs, a dashboard for the state API), up for this module; not shut down after it."""
+    ctx = shared_local_ray()
     import ray_helpers
 
     ray_helpers.DASHBOARD = ctx.dashboard_url
     yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -12,23 +12,9 @@ import pytest
 from atoll import CheckpointSettings, Keep, Materializer, RestartPolicy, Sink, Source
 from atoll.testkit.chaos import kill_island_at
 
-import ray_helpers
 from ray_helpers import wait_no_island_actors
-from ray_start import start_local_ray
 from recursion_trees import STEPS, check_exact, total
 
-
-@pytest.fixture(scope="module")
-def ray_session():
-    """conftest's session, always on a cluster of its own (``address="local"``): ``ray.init()`` without an address
-    joins the cluster another process on this machine started last (``ray.cluster_utils.Cluster`` writes its
-    address to /tmp/ray/ray_current_cluster), where ``num_cpus`` is refused."""
-    import ray
-
-    ctx = start_local_ray(__file__, num_cpus=4, include_dashboard=True)
-    ray_helpers.DASHBOARD = ctx.dashboard_url
-    yield
-    ray.shutdown()
 
 ROOTS = 150
 TOTAL = total(ROOTS)
