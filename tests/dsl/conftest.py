@@ -2,7 +2,7 @@
 
 ``mat`` is parametrized ``local`` / ``ray``: ``Materializer.local()``, or ``Materializer.ray()`` on the test
 run's shared local Ray session (``ray_start.shared_local_ray``: started when the first ``ray`` test needs it,
-kept for the next modules; pytest groups a module's tests by this parameter). After every test, each graph the test
+kept for this directory's next modules; pytest groups a module's tests by this parameter). After every test, each graph the test
 started must have stopped. ``local_mat`` is a fresh local materializer, for the cases that are only
 run in-process (the Ray-parametrized set is kept small: a Ray graph takes most of a second to start).
 """
