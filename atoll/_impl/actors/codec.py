@@ -200,6 +200,15 @@ def _may_hold_large_bytes(payload: bytes) -> bool:
     return False
 
 
+def _large_bytes_to_store(payload: bytes, frame: List[Any]) -> Optional[List[Any]]:
+    """For a frame whose encoding ``payload`` came out ``LARGE_BYTES`` or more: ``frame`` with its large bytes values
+    marked for the object store (module docstring), to be encoded again; ``None`` when it holds none."""
+    if not _may_hold_large_bytes(payload):
+        return None
+    marked = _large_bytes_marked(frame)
+    return None if marked is frame else marked
+
+
 class PassedRef:
     """An element that is an ``ObjectRef``: it travels in the reference list as it is, never fetched."""
 
@@ -473,9 +482,9 @@ def encode(frame: List[Any]) -> Tuple[bytes, list]:
         nums = numeric_of(frame)
         body = [frame] if nums is None else list(nums)
     payload = msgpack.packb(body, default=_encoder(refs), strict_types=True, use_bin_type=True)
-    if len(payload) >= LARGE_BYTES and nums is None and _may_hold_large_bytes(payload):
-        marked = _large_bytes_marked(frame)
-        if marked is not frame:
+    if len(payload) >= LARGE_BYTES and nums is None:
+        marked = _large_bytes_to_store(payload, frame)
+        if marked is not None:
             return encode(marked)
     return payload, refs
 
@@ -516,11 +525,10 @@ def encode_message(ch: int, seq: int, frame: List[Any], sizes: Optional[list] = 
         else:  # ints, floats and bytes only: no extension hook needed
             return msgpack.packb([ch, seq, nums[0], nums[1]], use_bin_type=True), refs
     payload = msgpack.packb(body, default=_encoder(refs, sizes), strict_types=True, use_bin_type=True)
-    if len(payload) >= LARGE_BYTES and nums is None and _may_hold_large_bytes(payload):
-        # a large payload: large bytes values in it go through the store instead (module docstring); the refs of
-        # this first encoding are dropped (Ray frees their objects) and the sizes it reported forgotten
-        marked = _large_bytes_marked(frame)
-        if marked is not frame:
+    if len(payload) >= LARGE_BYTES and nums is None:
+        marked = _large_bytes_to_store(payload, frame)
+        if marked is not None:
+            # the refs of this first encoding are dropped (Ray frees their objects), the sizes it reported forgotten
             if sizes is not None:
                 sizes.clear()
             return encode_message(ch, seq, marked, sizes)
