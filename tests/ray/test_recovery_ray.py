@@ -32,6 +32,11 @@ def _graph():
             .map(lambda x: x * 2).island().to_mat(Sink.seq(), Keep.both))
 
 
+def _received_by_sink(g) -> int:
+    """Elements the sink island (island 0) of the graph's current attempt received through its channel."""
+    return next((i.get("elements_in") or 0) for i in g.islands() if i["name"].endswith("-island-0"))
+
+
 def _prefix(seq) -> list:
     got = seq.result(60)
     assert got == [2 * x for x in range(len(got))]  # nothing lost, duplicated or reordered
@@ -52,6 +57,7 @@ def test_a_killed_island_restarts_from_the_checkpoint_and_the_result_is_exact(ra
         first = g.checkpoint_now(timeout=30)
         kill_island(g, island)
         _wait_until(lambda: g.attempt == 1)
+        _wait_until(lambda: _received_by_sink(g) >= 100)  # the new attempt streams past the restored prefix
         second = g.checkpoint_now(timeout=30)  # the new attempt runs and checkpoints
         switch.shutdown()
         got = _prefix(seq)
