@@ -45,6 +45,11 @@ def _endless():
             .map(lambda x: x * 2).island().to_mat(Sink.seq(), Keep.both))
 
 
+def _received_by_sink(g) -> int:
+    """Elements the sink island (the last of three) of the graph's current attempt received through its channel."""
+    return g.islands()[-1].get("elements_in") or 0
+
+
 def _prefix(seq) -> list:
     got = seq.result(30)
     assert got == [2 * x for x in range(len(got))]  # nothing lost, duplicated or reordered
@@ -124,6 +129,7 @@ def test_a_killed_island_restarts_from_the_checkpoint_and_checkpoints_continue(t
         _wait_until(lambda: g.attempt == 1)
         status = g.checkpoint_status()
         assert sorted(status["islands"]) == sorted(i["name"] for i in g.islands())
+        _wait_until(lambda: _received_by_sink(g) >= 10)  # the new attempt streams past the restored prefix
         second = g.checkpoint_now(timeout=10)  # the new attempt runs and checkpoints
         switch.shutdown()
         got = _prefix(seq)
@@ -146,6 +152,7 @@ def test_an_island_killed_before_any_checkpoint_restarts_the_graph_from_the_begi
         _wait_until(lambda: g.attempt == 1)
         assert g.checkpoints() == []
         assert g.checkpoint_now(timeout=10).attempt == 1
+        _wait_until(lambda: _received_by_sink(g) > 0)
         switch.shutdown()
         assert len(_prefix(seq)) > 0
         assert g.restarts == 1

@@ -80,6 +80,7 @@ def test_an_island_killed_before_any_checkpoint_restarts_the_graph_from_the_begi
         _wait_until(lambda: g.attempt == 1)
         assert g.checkpoints() == []
         g.checkpoint_now(timeout=30)
+        _wait_until(lambda: _received_by_sink(g) > 0)
         switch.shutdown()
         assert len(_prefix(seq)) > 0
         assert g.restarts == 1
