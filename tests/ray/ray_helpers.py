@@ -40,6 +40,15 @@ def wait_no_island_actors(timeout: float = 10.0, include_warm: bool = False) -> 
         time.sleep(0.1)
 
 
+def wait_received(graph, n: int = 1, timeout: float = 30.0) -> None:
+    """Wait until an island of the running ``graph`` received ``n`` elements through its channels: elements
+    reached the downstream island (a condition to wait on, where a sleep would guess how long that takes)."""
+    deadline = time.monotonic() + timeout
+    while max((i.get("elements_in") or 0) for i in graph.islands()) < n:
+        assert time.monotonic() < deadline, f"no island received {n} elements within {timeout}s"
+        time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def cluster_session(head_node_args: dict, **nodes_args: dict):
     """A Ray session on a ``ray.cluster_utils.Cluster`` of a head node (``head_node_args``, with a dashboard on a free

@@ -9,7 +9,7 @@ import ray
 from atoll import Keep, KillSwitches, Sink, Source
 from atoll.errors import IslandDiedError
 
-from ray_helpers import wait_no_island_actors
+from ray_helpers import wait_no_island_actors, wait_received
 
 
 class PipelineError(Exception):
@@ -68,7 +68,7 @@ def test_kill_switch_stops_an_infinite_busy_graph_promptly(rmat):
         .to_mat(Sink.fold(0, lambda a, b: a + b), Keep.both)
         .run(rmat)
     )
-    time.sleep(0.3)
+    wait_received(rmat.running_graphs()[0])
     t0 = time.monotonic()
     switch.shutdown()
     assert done.result(10) > 0
@@ -105,7 +105,7 @@ def test_kill_switch_stops_an_idle_tick_source(rmat):
         .to_mat(Sink.seq(), Keep.both)
         .run(rmat)
     )
-    time.sleep(0.3)
+    wait_received(rmat.running_graphs()[0])
     switch.shutdown()
     got = ticks.result(10)
     assert got and set(got) == {"tick"}
