@@ -260,7 +260,7 @@ def test_fused_map_concat_of_an_unbounded_iterable_into_a_sink_can_be_stopped(fm
     )
     assert not fut.done()
     fmat.shutdown()
-    assert fut.exception(3) is not None
+    assert fut.exception(30) is not None
 
 
 def test_fused_map_concat_iterates_lazily_one_element_ahead(fmat):
