@@ -9,6 +9,8 @@
   ``kill_island_at(graph, island, fraction, total, watch)`` once island ``watch`` has received ``fraction`` of
   ``total`` elements; ``kill_island_chosen(graph, choose)`` kills the island ``choose()`` names once it names one
 (for faults where which island to strike is only known at that moment, e.g. the one aligning a checkpoint).
+- ``elements_received(graph, island)``: what the island has received through its channels in the graph's current
+  attempt, to wait on (elements reached it) where a sleep would guess how long that takes.
 - ``remove_node_at(graph, cluster, node, fraction, total, watch)`` removes a whole node of a test cluster
   (``ray.cluster_utils.Cluster``; ``node`` as ``cluster.add_node`` returned it) at the same point of the stream: every
   actor on it dies at once, with its raylet, as when a machine is lost (``remove_node_when`` waits for a condition).
@@ -136,13 +138,24 @@ def _then(future, fn):
     return out
 
 
-def _record(graph: Any, island: Union[int, str]):
+def _record(graph: Any, island: Union[int, str], what: str = "kill_island"):
     islands = list(getattr(graph, "_islands", ()))
     for r in islands:
         if (isinstance(island, int) and r.index == island) or r.name == island:
             return r
     names = [r.name for r in islands]
-    raise LookupError(f"kill_island: graph {graph.name} has no island {island!r} (its islands: {names})")
+    raise LookupError(f"{what}: graph {graph.name} has no island {island!r} (its islands: {names})")
+
+
+def elements_received(graph: Any, island: Union[int, str]) -> int:
+    """Elements island ``island`` (its index or name; islands are numbered from the sink) of the running ``graph``
+    received through its input channels in the current attempt (a restarted attempt counts from 0)."""
+    return _received(graph, _record(graph, island, "elements_received").name) or 0
+
+
+def _received(graph: Any, name: str) -> Union[int, None]:
+    """``elements_in`` of the island named ``name`` as ``graph.islands()`` reports it now; None when it is not listed."""
+    return next(((i.get("elements_in") or 0) for i in graph.islands() if i.get("name") == name), None)
 
 
 def kill_island(graph: Any, island: Union[int, str]) -> None:
@@ -200,15 +213,17 @@ def _fraction_reached(what: str, graph: Any, fraction: float, total: int, watch:
     one-item list it keeps the count it saw last in."""
     if not 0 <= fraction <= 1:
         raise ValueError(f"{what}: fraction must be in [0, 1], got {fraction!r}")
-    target = None if watch is None else _record(graph, watch).name
+    target = None if watch is None else _record(graph, watch, what).name
     seen = [0]
 
     def reached() -> bool:
-        for info in graph.islands():
-            if target is None:
+        if target is not None:
+            n = _received(graph, target)
+            if n is not None:
+                seen[0] = n
+        else:
+            for info in graph.islands():
                 seen[0] = max(seen[0], info.get("elements_in") or 0, info.get("source_elements") or 0)
-            elif info.get("name") == target:
-                seen[0] = info.get("elements_in") or 0
         return seen[0] >= fraction * total
 
     return reached, seen

@@ -17,7 +17,7 @@ import pytest
 from atoll import CheckpointError, CheckpointSettings, Keep, KillSwitches, Materializer, RecoveryFailedError, RestartPolicy, Sink, Source
 from atoll.errors import IslandDiedError
 from atoll.testkit import TestSink
-from atoll.testkit.chaos import kill_island, kill_island_at, kill_island_chosen, kill_island_when, numbered, verifying_sink
+from atoll.testkit.chaos import elements_received, kill_island, kill_island_at, kill_island_chosen, kill_island_when, numbered, verifying_sink
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from thread_checks import assert_no_thread_left  # noqa: E402
@@ -43,12 +43,6 @@ def _endless():
     """2000 elements/s until the kill switch ends it: the stream cannot end before a kill."""
     return (Source.range(0, 10_000_000).throttle(200, 0.1).via_mat(KillSwitches.single(), Keep.right).island()
             .map(lambda x: x * 2).island().to_mat(Sink.seq(), Keep.both))
-
-
-def _received_by_sink(g) -> int:
-    """Elements the sink island (island 0: islands are numbered from the sink) of the graph's current attempt
-    received through its channel."""
-    return next((i.get("elements_in") or 0) for i in g.islands() if i["name"].endswith("-island-0"))
 
 
 def _prefix(seq) -> list:
@@ -119,6 +113,24 @@ def test_repeated_kills_are_each_recovered(tmp_path):
 
 
 # ---------------------------------------------------------------- what the graph reports
+def test_elements_received_counts_per_island_from_the_sink_and_names_an_unknown_island(tmp_path):
+    mat = _mat(tmp_path)
+    try:
+        switch, seq = _endless().run(mat, name="received")
+        g = mat.running_graph("received")
+        _wait_until(lambda: elements_received(g, 0) >= 20)
+        sink, middle = elements_received(g, 0), elements_received(g, "received-island-1")
+        assert middle >= sink >= 20  # read in this order: what reached the sink went through the middle first
+        assert elements_received(g, 2) == 0  # the source's island has no input channel
+        with pytest.raises(LookupError, match="elements_received: graph received has no island 3 .*received-island-0"):
+            elements_received(g, 3)
+        switch.shutdown()
+        assert len(_prefix(seq)) >= 20
+    finally:
+        mat.shutdown()
+    assert_no_thread_left(mat, "received")
+
+
 @pytest.mark.parametrize("island", [0, 1, 2], ids=["sink", "middle", "source"])
 def test_a_killed_island_restarts_from_the_checkpoint_and_checkpoints_continue(tmp_path, island):
     mat = _mat(tmp_path)
@@ -130,7 +142,7 @@ def test_a_killed_island_restarts_from_the_checkpoint_and_checkpoints_continue(t
         _wait_until(lambda: g.attempt == 1)
         status = g.checkpoint_status()
         assert sorted(status["islands"]) == sorted(i["name"] for i in g.islands())
-        _wait_until(lambda: _received_by_sink(g) >= 10)  # the new attempt streams past the restored prefix
+        _wait_until(lambda: elements_received(g, 0) >= 10)  # the new attempt streams past the restored prefix
         second = g.checkpoint_now(timeout=10)  # the new attempt runs and checkpoints
         switch.shutdown()
         got = _prefix(seq)
@@ -153,7 +165,7 @@ def test_an_island_killed_before_any_checkpoint_restarts_the_graph_from_the_begi
         _wait_until(lambda: g.attempt == 1)
         assert g.checkpoints() == []
         assert g.checkpoint_now(timeout=10).attempt == 1
-        _wait_until(lambda: _received_by_sink(g) > 0)
+        _wait_until(lambda: elements_received(g, 0) > 0)
         switch.shutdown()
         assert len(_prefix(seq)) > 0
         assert g.restarts == 1

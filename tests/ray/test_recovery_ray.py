@@ -11,7 +11,7 @@ import pytest
 from atoll import CheckpointSettings, Keep, KillSwitches, Materializer, RecoveryFailedError, RestartPolicy, Sink, Source
 from atoll.errors import IslandDiedError
 from atoll.testkit import TestSink
-from atoll.testkit.chaos import kill_island, kill_island_at, kill_island_when, numbered, verifying_sink
+from atoll.testkit.chaos import elements_received, kill_island, kill_island_at, kill_island_when, numbered, verifying_sink
 
 from ray_helpers import wait_no_island_actors
 
@@ -30,11 +30,6 @@ def _graph():
     stream can never end before the kill (whatever the machine's load)."""
     return (Source.range(0, 1_000_000).throttle(100, 0.1).via_mat(KillSwitches.single(), Keep.right).island()
             .map(lambda x: x * 2).island().to_mat(Sink.seq(), Keep.both))
-
-
-def _received_by_sink(g) -> int:
-    """Elements the sink island (island 0) of the graph's current attempt received through its channel."""
-    return next((i.get("elements_in") or 0) for i in g.islands() if i["name"].endswith("-island-0"))
 
 
 def _prefix(seq) -> list:
@@ -57,7 +52,7 @@ def test_a_killed_island_restarts_from_the_checkpoint_and_the_result_is_exact(ra
         first = g.checkpoint_now(timeout=30)
         kill_island(g, island)
         _wait_until(lambda: g.attempt == 1)
-        _wait_until(lambda: _received_by_sink(g) >= 100)  # the new attempt streams past the restored prefix
+        _wait_until(lambda: elements_received(g, 0) >= 100)  # the new attempt streams past the restored prefix
         second = g.checkpoint_now(timeout=30)  # the new attempt runs and checkpoints
         switch.shutdown()
         got = _prefix(seq)
@@ -80,7 +75,7 @@ def test_an_island_killed_before_any_checkpoint_restarts_the_graph_from_the_begi
         _wait_until(lambda: g.attempt == 1)
         assert g.checkpoints() == []
         g.checkpoint_now(timeout=30)
-        _wait_until(lambda: _received_by_sink(g) > 0)
+        _wait_until(lambda: elements_received(g, 0) > 0)
         switch.shutdown()
         assert len(_prefix(seq)) > 0
         assert g.restarts == 1
