@@ -26,18 +26,21 @@ from ..stage.supervision import Supervision
 class MaterializerSettings:
     """Defaults a materializer applies to every graph it runs."""
 
-    __slots__ = ("input_buffer", "event_limit", "fusion", "debug", "chunk_size", "fuzzing")
+    __slots__ = ("input_buffer", "input_buffer_given", "event_limit", "fusion", "debug", "chunk_size", "fuzzing")
 
-    def __init__(self, input_buffer=(16, 16), event_limit: int = 2000, fusion: bool = True, debug: bool = False,
+    def __init__(self, input_buffer=None, event_limit: int = 2000, fusion: bool = True, debug: bool = False,
                  chunk_size: int = 1024, fuzzing=None):
-        """``fusion``: connections between operators with a chunk form move lists of elements
+        """``input_buffer=(initial, max)``: every stage's default input buffer (``Attributes.input_buffer``), (16, 16)
+        as in Pekko when not given; given, it also sizes the channels between local islands, which otherwise ask
+        for more (``InProcessTransport.channel_buffer``). ``fusion``: connections between operators with a chunk form move lists of elements
         (``atoll._impl.islands.chunking``); False moves one element per event everywhere (the reference the
         parity tests compare with). ``chunk_size``: the most elements a stage with unbounded demand
         (a fold, a seq sink) asks for per pull. ``fuzzing``: Pekko's fuzzing mode for tests - an int
         seed (or True for a random one) makes every interpreter dispatch its events in a shuffled, still
         legal order (see ``atoll._impl.islands.interpreter``); None/False is the normal mode unless the
         ``ATOLL_FUZZING`` environment variable holds a seed (to run a whole test suite fuzzed)."""
-        initial, max_ = input_buffer
+        self.input_buffer_given = input_buffer is not None
+        initial, max_ = (16, 16) if input_buffer is None else input_buffer
         InputBuffer(initial, max_)  # validates
         if not isinstance(event_limit, int) or event_limit < 1:
             raise ValueError(f"Materializer: event_limit must be an int >= 1, got {event_limit!r}")

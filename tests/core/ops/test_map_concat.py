@@ -245,7 +245,9 @@ def test_fused_map_concat_of_an_unbounded_iterable_draws_only_what_take_needs(fm
 def test_fused_map_concat_of_an_unbounded_iterable_before_an_island_boundary(fmat):
     produced = []
     src = Source.from_iterable([1, 2]).map(_identity).map_concat(_guarded_count(100, produced)).island()
-    assert src.take(3).run_with(Sink.seq(), fmat).result(3) == [1, 2, 3]
+    # the channel's buffer set to 16 (without it a channel between local islands asks for 4096 ahead)
+    took = src.take(3).with_attributes(Attributes.input_buffer(16, 16))
+    assert took.run_with(Sink.seq(), fmat).result(3) == [1, 2, 3]
     assert len(produced) <= 40  # no further than the channel's demand (its buffer) reaches
 
 
