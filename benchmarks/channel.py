@@ -32,6 +32,10 @@ The issue's target is for the *steady state*, so at frame 4096 the fold variants
 elements, and the steady rate of each side is its marginal rate, ``(N_STEADY - n) / (best at N_STEADY - best at
 n)``: the fixed costs at the start and end of a run (Atoll's subscription and poll; raw Ray's first calls)
 cancel out on both sides alike. The target line reports that ratio; the rates at ``n`` stay in the table.
+
+For reference (no target), the same fold crosses one boundary between two *thread* islands on
+``Materializer.local()`` (its channels ask for ``InProcessTransport.channel_buffer`` elements ahead), against the
+same graph without ``.island()`` (one island, no channel): wall time from ``run()`` to the result, best of ``runs``.
 """
 from __future__ import annotations
 
@@ -192,6 +196,37 @@ def run(opts: Options) -> Result:
         f"{ratio:.2f}x (target >= {TARGET_RATIO}x and >= {fmt_rate(TARGET_RATE)}/s: {'met' if met else 'NOT met'})")
     out(f"atoll-fold at the default frame {FRAMES[0]}: {fmt_rate(default['elements_per_s'])} elements/s = "
         f"{default['vs_raw']:.2f}x raw Ray with the same work (no target; see the module docstring)")
+    _local_rows(res, n, runs)
     for note in res.notes:
         out(f"note: {note}")
     return res
+
+
+def _local_rows(res: Result, n: int, runs: int) -> None:
+    """The fold across one boundary between thread islands on ``Materializer.local()`` and without the boundary."""
+    from atoll import Keep, Materializer, Sink, Source
+
+    want = n * (n - 1) // 2
+    mat = Materializer.local()
+    rates = {}
+    try:
+        for name, island in (("local-1-island", False), ("local-2-thread-islands", True)):
+            progress(f"channel/{name}")
+            src = Source.range(0, n)
+            graph = (src.island() if island else src).to_mat(Sink.fold(0, operator.add), Keep.right)
+            times = []
+            for _ in range(max(1, runs) + 1):  # the first is a warm-up
+                t0 = time.perf_counter()
+                value = graph.run(mat).result(timeout=600)
+                times.append(time.perf_counter() - t0)
+                if value != want:
+                    raise RuntimeError(f"channel/{name}: fold gave {value!r}, expected {want}")
+            rates[name] = n / min(times[1:])
+    finally:
+        mat.shutdown()
+    ratio = rates["local-2-thread-islands"] / rates["local-1-island"]
+    res.summary.update({f"{k}_elements_per_s": v for k, v in rates.items()})
+    res.summary["local_channel_over_one_island"] = ratio
+    out(f"Materializer.local, n={n:,}: one island {fmt_rate(rates['local-1-island'])} elements/s, across one "
+        f"boundary between two thread islands {fmt_rate(rates['local-2-thread-islands'])} elements/s = {ratio:.2f}x "
+        "(no target)")
