@@ -38,6 +38,7 @@ from ...stage.logic import GraphStageLogic
 from ...stage.ports import Inlet, Outlet
 from ...stage.shapes import SinkShape, SourceShape
 from ...stage.signals import Watermark
+from .element_size import is_large_element
 
 #: Reactive Streams rule 3.17: demand saturates at 2^63-1 ("effectively unbounded").
 MAX_DEMAND = 2**63 - 1
@@ -620,7 +621,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
     stateless = True
 
     def __init__(self, publisher, size: int, name: str = "InputBoundary", out: Optional[Outlet] = None,
-                 store_budget: int = 0):
+                 store_budget: int = 0, grow_to: int = 0):
+        """``size``: the input buffer, requested up front. ``grow_to`` (> ``size``; 0: never): the buffer from the
+        first frame on when that frame's first element is not large (``element_size.is_large_element``); the
+        difference is requested at once (a channel between local islands, see ``InProcessTransport``)."""
         if size < 1:
             raise ValueError(f"{name}: input buffer size must be >= 1, got {size}")
         self.out = out if out is not None else Outlet(f"{name}.out")
@@ -655,6 +659,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.stored_in: Optional[deque] = None
         self.stored_unrequested = 0  # store bytes handed downstream since the last request
         self.request_at = self.batch
+        self.grow_to = grow_to if grow_to > size else 0
         self.set_handler(self.out, self)
         self.subscriber_ref = CallbackSubscriberRef(self)
 
@@ -730,6 +735,8 @@ class InputBoundary(GraphStageLogic, OutHandler):
         if self.log is not None and not self.log_complete:
             self._log_frame(frame, ts, n)
         self.frames_received += 1
+        if self.grow_to and n:
+            self._grow(frame[0])
         if self.acks and not self.ack_pending and self.frames_received - self.frames_acked >= self.ack_every:
             # confirm at the end of the turn, unless a request sent meanwhile carried the confirmation
             self.ack_pending = True
@@ -750,6 +757,19 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self._push_one()
         if self.signals:
             self._emit_due_signals()
+
+    def _grow(self, first: Any) -> None:
+        """The first elements arrived: unless ``first`` is large, the buffer becomes ``grow_to`` elements and the
+        difference is requested now (half of it again each time half was consumed, as before)."""
+        grow_to, self.grow_to = self.grow_to, 0
+        if is_large_element(first):
+            return
+        extra = grow_to - self.size
+        self.size = grow_to
+        self.batch = max(1, grow_to // 2)
+        if self.stored_in is None:
+            self.request_at = self.batch
+        self._request(extra)
 
     def flush(self) -> None:
         """End of the host's turn: confirm the frames received, if ``ack_every`` or more are unconfirmed

@@ -77,16 +77,22 @@ def create_stage(module, attributes: Attributes) -> Tuple[Any, Any]:
     return logic, mat
 
 
-def input_buffer_size(consumer, default_attributes: Attributes, channel_least: int = 0) -> int:
-    """The input buffer of the stage fed by an input boundary (the materializer's default without one): the
-    elements the boundary requests ahead. ``channel_least`` (a transport's ``channel_buffer``, 0 when the materializer
-    was given ``input_buffer``): the least it requests where no stage or graph around the consumer sets
-    ``Attributes.input_buffer`` itself, i.e. where the buffer would be the default every stage falls back on."""
+def input_buffer_size(consumer, default_attributes: Attributes) -> int:
+    """The input buffer of the stage fed by an input boundary (the materializer's default without one)."""
     attrs = consumer.attributes if consumer is not None else default_attributes
     ib = attrs.get(InputBuffer) or default_attributes.get(InputBuffer)
-    if channel_least > ib.max and (consumer is None or ib is attrs.get_first(InputBuffer)):
-        return channel_least   # only the materializer's default: the channel's own least applies
     return ib.max
+
+
+def channel_growth(consumer, channel_buffer: int) -> int:
+    """What an input boundary's buffer may grow to (``InputBoundary(grow_to=...)``): a transport's
+    ``channel_buffer`` where no stage or graph around the consumer sets ``Attributes.input_buffer`` itself, i.e.
+    where the buffer is only the default every stage falls back on; 0 (no growth) elsewhere."""
+    if consumer is None:
+        return channel_buffer
+    attrs = consumer.attributes
+    ib = attrs.get(InputBuffer)
+    return channel_buffer if ib is None or ib is attrs.get_first(InputBuffer) else 0
 
 
 def assemble_island(plan: IslandPlan, transport: IslandTransport, host, materializer, settings,
@@ -125,11 +131,12 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
                 transport.on_output(ch, boundary)
             case TakeInput(slot=slot, island=island, channel=ch):
                 consumer = builder.consumer_at(slot)
-                least = 0 if settings.input_buffer_given else getattr(transport, "channel_buffer", 0)
-                size = input_buffer_size(consumer, top, least)
+                size = input_buffer_size(consumer, top)
+                channel_buffer = 0 if settings.input_buffer_given else getattr(transport, "channel_buffer", 0)
                 publisher = transport.publisher(island, ch)
                 boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else plan.name}",
-                                         store_budget=getattr(transport, "store_budget", 0))
+                                         store_budget=getattr(transport, "store_budget", 0),
+                                         grow_to=channel_growth(consumer, channel_buffer) if channel_buffer else 0)
                 builder.add_input_boundary(slot, boundary)
                 inputs[ch] = boundary
             case _:

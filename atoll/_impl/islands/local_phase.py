@@ -46,11 +46,13 @@ class _ChannelPublisher:
 class InProcessTransport:
     """Channels between the islands of one local graph: the peers are the boundaries' async callbacks.
 
-    ``channel_buffer``: the elements a channel's input boundary requests ahead at least, unless a stage or graph
-    around its consumer sets ``Attributes.input_buffer``, or the materializer was given ``input_buffer``. Every request and every frame is a hand-over between
-    two threads (a wake-up of the other island's loop, tens of microseconds on a loaded machine), so the stages'
-    default buffer of 16 (Pekko's) made a channel a ping-pong of 16-element frames: ~285k ints/s across one
-    boundary against ~10 M/s with 4096 (the Ray materializer asks for up to 65536 for the same reason)."""
+    ``channel_buffer``: what a channel's input boundary asks for ahead once its first elements arrived and are not
+    large (``element_size.is_large_element``: 64 KiB or more), unless a stage or graph around its consumer sets
+    ``Attributes.input_buffer`` or the materializer was given ``input_buffer``; until then, and for large elements,
+    the stages' default (16, Pekko's). Every request and every frame is a hand-over between two threads (a wake-up
+    of the other island's loop, tens of microseconds), so with 16 a channel of small elements was a ping-pong of
+    16-element frames: ~260k ints/s across one boundary, ~14 M/s with 4096 (the Ray materializer asks for up to
+    65536 for the same reason, and bounds large elements by their bytes in the object store)."""
 
     max_frame = 1 << 16
     window = 16
