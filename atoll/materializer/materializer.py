@@ -31,9 +31,9 @@ class MaterializerSettings:
     def __init__(self, input_buffer=None, event_limit: int = 2000, fusion: bool = True, debug: bool = False,
                  chunk_size: int = 1024, fuzzing=None):
         """``input_buffer=(initial, max)``: every stage's default input buffer (``Attributes.input_buffer``), (16, 16)
-        as in Pekko when not given; given, it also sizes the channels between local islands, which otherwise ask
-        for more (``InProcessTransport.channel_buffer``). ``fusion``: connections between operators with a chunk form move lists of elements
-        (``atoll._impl.islands.chunking``); False moves one element per event everywhere (the reference the
+        as in Pekko when not given; given, it also sizes the channels between local islands, which otherwise grow
+        to ``InProcessTransport.channel_buffer`` for small elements. ``fusion``: connections between operators with
+        a chunk form move lists of elements (``atoll._impl.islands.chunking``); False moves one element per event everywhere (the reference the
         parity tests compare with). ``chunk_size``: the most elements a stage with unbounded demand
         (a fold, a seq sink) asks for per pull. ``fuzzing``: Pekko's fuzzing mode for tests - an int
         seed (or True for a random one) makes every interpreter dispatch its events in a shuffled, still
