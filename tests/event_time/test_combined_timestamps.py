@@ -16,8 +16,6 @@ import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-import ray  # noqa: E402
-
 from atoll import (  # noqa: E402
     Aggregate,
     Attributes,

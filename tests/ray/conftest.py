@@ -7,8 +7,6 @@ import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-import ray  # noqa: E402
-
 from atoll import Materializer  # noqa: E402
 from atoll.testkit import assert_all_stages_stopped  # noqa: E402
 from ray_start import shared_local_ray  # noqa: E402

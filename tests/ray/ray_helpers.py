@@ -40,12 +40,15 @@ def wait_no_island_actors(timeout: float = 10.0, include_warm: bool = False) -> 
         time.sleep(0.1)
 
 
-def wait_received(graph, n: int = 1, timeout: float = 30.0) -> None:
-    """Wait until an island of the running ``graph`` received ``n`` elements through its channels: elements
-    reached the downstream island (a condition to wait on, where a sleep would guess how long that takes)."""
+def wait_received(graph, n: int = 1, island: int = 0, timeout: float = 30.0) -> None:
+    """Wait until ``island`` (default 0, the sink's: islands are numbered from the sink) of the running ``graph``
+    received ``n`` elements through its channels (``chaos.elements_received``): a condition to wait on, where a
+    sleep would guess how long that takes."""
+    from atoll.testkit.chaos import elements_received
+
     deadline = time.monotonic() + timeout
-    while max((i.get("elements_in") or 0) for i in graph.islands()) < n:
-        assert time.monotonic() < deadline, f"no island received {n} elements within {timeout}s"
+    while elements_received(graph, island) < n:
+        assert time.monotonic() < deadline, f"island {island} did not receive {n} elements within {timeout}s"
         time.sleep(0.01)
 
 

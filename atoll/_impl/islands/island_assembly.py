@@ -87,8 +87,8 @@ def input_buffer_size(consumer, default_attributes: Attributes) -> int:
 def channel_growth(consumer, channel_buffer: int) -> int:
     """What an input boundary's buffer may grow to (``InputBoundary(grow_to=...)``): a transport's
     ``channel_buffer`` where no stage or graph around the consumer sets ``Attributes.input_buffer`` itself, i.e.
-    where the buffer is only the default every stage falls back on; 0 (no growth) elsewhere."""
-    if consumer is None:
+    where the buffer is only the default every stage falls back on; 0 (no growth) elsewhere or without one."""
+    if not channel_buffer or consumer is None:
         return channel_buffer
     attrs = consumer.attributes
     ib = attrs.get(InputBuffer)
@@ -136,7 +136,7 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
                 publisher = transport.publisher(island, ch)
                 boundary = InputBoundary(publisher, size, f">{consumer.stage_name if consumer else plan.name}",
                                          store_budget=getattr(transport, "store_budget", 0),
-                                         grow_to=channel_growth(consumer, channel_buffer) if channel_buffer else 0)
+                                         grow_to=channel_growth(consumer, channel_buffer))
                 builder.add_input_boundary(slot, boundary)
                 inputs[ch] = boundary
             case _:
