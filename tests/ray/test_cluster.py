@@ -3,6 +3,7 @@ different nodes, elements in order, and a node lost mid-stream becoming IslandDi
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import ray
@@ -69,8 +70,20 @@ def test_losing_a_node_mid_stream_reaches_the_driver(cluster):
     with pytest.raises(IslandDiedError, match="atoll-on-node-a"):
         term.result(60)
     assert graph.wait(60)
-    alive = [a for a in graph.actor_handles()]
-    for a in alive:
-        with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(a.info.remote(), timeout=30)
+    for a in graph.actor_handles():
+        _wait_unreachable(a, 60)
     m.shutdown()
+
+
+def _wait_unreachable(actor, timeout: float) -> None:
+    """Wait until a call to ``actor`` fails with ``RayActorError``. ``ray.kill`` is asynchronous (the kill travels
+    through the GCS while calls go straight to the actor), so a call just after the graph ended may still be
+    answered; an actor that keeps answering for ``timeout`` seconds was never killed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            ray.get(actor.info.remote(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return
+        assert time.monotonic() < deadline, f"island actor {actor} still answers {timeout}s after the graph ended"
+        time.sleep(0.1)
