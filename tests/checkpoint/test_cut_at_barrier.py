@@ -12,11 +12,12 @@ import threading
 
 import pytest
 
-from atoll import Sink, Source
+from atoll import Flow, Sink, Source
 from atoll._impl.islands.boundaries import ChannelBarrier, FrameSignals, InputBoundary
 from atoll._impl.islands.checkpointer import IslandCheckpointer
 from atoll._impl.ops.base import SourceStage
 from atoll.checkpoint.snapshot import loads
+from atoll.testkit.valve import Valve
 
 
 class _Publisher:
@@ -114,3 +115,48 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
         p.subscriber.on_complete()
     done.result(10)
     assert sorted(seen) == ["f1", "f2", "f3", "s1"]
+
+
+
+@pytest.mark.parametrize("cancel", [True, False], ids=["cancelled", "not-cancelled"])
+def test_a_cancel_between_the_barrier_and_the_cut_declines_the_checkpoint(mat, cancel):
+    # the valve passes element 1 only, so 2 and 3 (before the barrier) wait in the input's buffer: channel state the
+    # cut must hold. When the frame bringing them and the island's cancel are served in one turn, before the cut,
+    # the cancel clears that buffer, so a cut would miss them and a restore would never replay them: the checkpoint
+    # is declined. Without the cancel the same cut holds them.
+    pub, boundaries, acks = _Publisher(), [], queue.Queue()
+    holding, go_on = threading.Event(), threading.Event()
+    valve = Valve(1)
+
+    def hold(x):  # the island's thread waits here while the barrier's frame (and the cancel) are posted
+        holding.set()
+        assert go_on.wait(10)
+        return x
+
+    done = Source.from_graph(_Input(pub, boundaries)).via(Flow.from_graph(valve)).map(hold).run_with(Sink.seq(), mat)
+    interpreter = boundaries[0]._interpreter
+    host = interpreter.host
+    keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
+    host.checkpointer = IslandCheckpointer(host, interpreter, 0, "island", keys, [],
+                                           lambda kind, index, n, data: acks.put((kind, n, data)))
+    assert pub.subscribed.wait(10)
+    pub.subscriber.on_subscribe(pub)
+    pub.subscriber.on_next(0, [1])
+    assert holding.wait(10)
+    pub.subscriber.on_next(1, [2, 3, FrameSignals([(2, ChannelBarrier(1))])])
+    if cancel:
+        host.cancel(RuntimeError("operator stop"))
+    go_on.set()
+    kind, n, data = acks.get(timeout=10)
+    if cancel:
+        assert (kind, n) == ("decline", 1), (kind, n, data)
+        assert "checkpoint 1 declined: a failure travelled through the island" in str(data)
+        assert "operator stop" in str(data)
+        with pytest.raises(RuntimeError, match="operator stop"):
+            done.result(10)
+    else:
+        assert (kind, n) == ("ack", 1), (kind, n, data)
+        assert [f.elements for f in loads(data).in_flight] == [[2, 3]]
+        valve.open_to(10)
+        pub.subscriber.on_complete()
+        assert done.result(10) == [1, 2, 3]

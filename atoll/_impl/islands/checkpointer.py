@@ -28,7 +28,7 @@ from ...checkpoint.snapshot import InFlight, IslandSnapshot, dumps, loads
 from ...stage.checkpointing import NO_STATE
 from ...stage.handlers import OutHandler
 from ...stage.logic import _Emitting, _EmittingCompletion, _EmittingIterator, _EmittingSignal, _EmittingSingle
-from ...errors import NonFailureCancellation
+from ...errors import CheckpointError, NonFailureCancellation
 from ...stage._connection import (
     EMPTY,
     IN_CLOSED,
@@ -194,6 +194,8 @@ class IslandCheckpointer:
         self.injected = False
         self.paused: List[_PausedOut] = []
         self.waiting_since = None
+        #: the interpreter's failure count when the pending checkpoint began (a change declines it)
+        self.failures_at = 0
         #: checkpoint id -> [(logic, prepared)] of the cuts whose commits are not finished yet
         self.prepared: Dict[int, List[tuple]] = {}
         for logic in logics:
@@ -265,6 +267,7 @@ class IslandCheckpointer:
             self._release()  # a newer checkpoint subsumes the one in progress
         self.pending = checkpoint_id
         self.injected = False
+        self.failures_at = self.interpreter.failures
 
     # ------------------------------------------------------------------ the cut (called by the host between turns)
     def _aligned(self) -> bool:
@@ -297,7 +300,11 @@ class IslandCheckpointer:
 
     def poll(self) -> None:
         """Cut if the pending checkpoint can be cut now; otherwise pause the sources and wait (logged: once
-        cut, ack when every log is complete)."""
+        cut, ack when every log is complete). A failure that travelled through the island since the checkpoint
+        began declines it (``_failed_meanwhile``)."""
+        if self.pending is not None and self.interpreter.failures != self.failures_at:
+            self._failed_meanwhile()
+            return
         if self.logging is not None:
             if all(b.logged_all for b in self.logging[1]):
                 self._finish_logging()
@@ -311,6 +318,20 @@ class IslandCheckpointer:
                 self._pause_sources()
             return
         self._cut()
+
+    def _failed_meanwhile(self) -> None:
+        """A failure travelled through the island while the pending checkpoint waited for its cut (or, logged, for
+        its logs): decline it. The failure may have dropped what the cut must hold - an input boundary clears its
+        buffer, received before the barrier, when the island is cancelled or its downstream fails; a stage may drop
+        what it buffered - so a snapshot taken now could miss elements that its restore would never replay."""
+        n = self.pending
+        cause = failure_in(self.interpreter)
+        err = CheckpointError(f"island {self.name}: checkpoint {n} declined: a failure travelled through the island "
+                              f"before its cut ({cause!r})")
+        self.done_upto = max(self.done_upto, n)
+        self._stop_logging()
+        self._release()
+        self.report("decline", self.index, n, err)
 
     def _pause_sources(self) -> None:
         for logic in self.sources:

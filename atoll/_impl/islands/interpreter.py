@@ -23,7 +23,7 @@ from itertools import repeat
 from operator import length_hint
 from typing import Any, List, Optional
 
-from ...errors import NO_MORE_ELEMENTS_NEEDED
+from ...errors import NO_MORE_ELEMENTS_NEEDED, NonFailureCancellation
 from ...markers import Done
 from ...stage.attributes import LogLevels
 from ...stage._connection import (
@@ -91,6 +91,7 @@ class GraphInterpreter:
         "chased",
         "finished",
         "refund",
+        "failures",
         "_fuzz",
         "_initialized",
     )
@@ -112,6 +113,9 @@ class GraphInterpreter:
         self.finished: List[Any] = []
         #: budget steps ``FINALIZE`` events took without an event to dispatch after them, given back by ``execute``
         self.refund = 0
+        #: failures that travelled through connections so far (failed, or cancelled with an error): a checkpoint
+        #: of the island is declined when one travels while it is being taken (``IslandCheckpointer``)
+        self.failures = 0
         self._fuzz = None if fuzzing is None else random.Random(fuzzing)
         self.enqueue = self.queue.append if fuzzing is None else self._enqueue_fuzzing
         self._initialized = False
@@ -451,6 +455,7 @@ class GraphInterpreter:
         st = conn.state
         conn.state = st | OUT_CLOSED
         if st & (IN_CLOSED | OUT_CLOSED) == 0:
+            self.failures += 1
             conn.state = st | OUT_CLOSED | IN_FAILED
             conn.slot = Failed(exc, conn.slot)
             if st & (PULLING | PUSHING) == 0:
@@ -462,6 +467,8 @@ class GraphInterpreter:
         st = conn.state
         conn.state = st | IN_CLOSED
         if not st & OUT_CLOSED:
+            if not isinstance(cause, NonFailureCancellation):
+                self.failures += 1
             conn.slot = Cancelled(cause)
             if st & (PULLING | PUSHING | IN_CLOSED) == 0:
                 self.enqueue(conn)
