@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from atoll import Flow, Sink, Source
+from atoll import Flow, Keep, KillSwitches, Sink, Source
 from atoll._impl.islands.boundaries import ChannelBarrier, FrameSignals, InputBoundary
 from atoll._impl.islands.checkpointer import IslandCheckpointer
 from atoll._impl.ops.base import SourceStage
@@ -118,22 +118,24 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
 
 
 
-@pytest.mark.parametrize("cancel", [True, False], ids=["cancelled", "not-cancelled"])
-def test_a_cancel_between_the_barrier_and_the_cut_declines_the_checkpoint(mat, cancel):
+@pytest.mark.parametrize("stop", ["cancel", "shutdown", None])
+def test_an_input_dropping_elements_before_the_barrier_ahead_of_the_cut_declines_the_checkpoint(mat, stop):
     # the valve passes element 1 only, so 2 and 3 (before the barrier) wait in the input's buffer: channel state the
-    # cut must hold. When the frame bringing them and the island's cancel are served in one turn, before the cut,
-    # the cancel clears that buffer, so a cut would miss them and a restore would never replay them: the checkpoint
-    # is declined. Without the cancel the same cut holds them.
+    # cut must hold. When the frame bringing them and the island's cancel (or a kill switch's shutdown, which cancels
+    # the valve and so the input) are served in one turn, before the cut, the input clears that buffer: a cut would
+    # miss them and a restore would never replay them, so the checkpoint is declined. Without a stop the same cut
+    # holds them.
     pub, boundaries, acks = _Publisher(), [], queue.Queue()
     holding, go_on = threading.Event(), threading.Event()
     valve = Valve(1)
 
-    def hold(x):  # the island's thread waits here while the barrier's frame (and the cancel) are posted
+    def hold(x):  # the island's thread waits here while the barrier's frame (and the stop) are posted
         holding.set()
         assert go_on.wait(10)
         return x
 
-    done = Source.from_graph(_Input(pub, boundaries)).via(Flow.from_graph(valve)).map(hold).run_with(Sink.seq(), mat)
+    switch, done = (Source.from_graph(_Input(pub, boundaries)).via(Flow.from_graph(valve))
+                    .via_mat(KillSwitches.single(), Keep.right).map(hold).to_mat(Sink.seq(), Keep.both).run(mat))
     interpreter = boundaries[0]._interpreter
     host = interpreter.host
     keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
@@ -144,16 +146,22 @@ def test_a_cancel_between_the_barrier_and_the_cut_declines_the_checkpoint(mat, c
     pub.subscriber.on_next(0, [1])
     assert holding.wait(10)
     pub.subscriber.on_next(1, [2, 3, FrameSignals([(2, ChannelBarrier(1))])])
-    if cancel:
+    if stop == "cancel":
         host.cancel(RuntimeError("operator stop"))
+    elif stop == "shutdown":
+        switch.shutdown()
     go_on.set()
     kind, n, data = acks.get(timeout=10)
-    if cancel:
+    if stop == "cancel":
         assert (kind, n) == ("decline", 1), (kind, n, data)
         assert "checkpoint 1 declined: a failure travelled through the island" in str(data)
         assert "operator stop" in str(data)
         with pytest.raises(RuntimeError, match="operator stop"):
             done.result(10)
+    elif stop == "shutdown":
+        assert (kind, n) == ("decline", 1), (kind, n, data)
+        assert "checkpoint 1 declined: Input dropped elements it had received before the barrier" in str(data)
+        assert done.result(10) == [1]
     else:
         assert (kind, n) == ("ack", 1), (kind, n, data)
         assert [f.elements for f in loads(data).in_flight] == [[2, 3]]

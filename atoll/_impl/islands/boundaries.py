@@ -801,6 +801,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self.fail(self.out, exc)
 
     def _clear_buffer(self) -> None:
+        cp = self.checkpointer
+        if cp is not None and cp.pending is not None and self.buffer and self.undelivered_before_cut(cp.pending)[0]:
+            cp.channel_state_dropped(self)  # the pending checkpoint's cut can no longer hold them
         self.buffer.clear()
         if self.ts_buffer is not None:
             self.ts_buffer.clear()

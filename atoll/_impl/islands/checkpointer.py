@@ -196,6 +196,8 @@ class IslandCheckpointer:
         self.waiting_since = None
         #: the interpreter's failure count when the pending checkpoint began (a change declines it)
         self.failures_at = 0
+        #: an input that dropped elements it received before the pending checkpoint's barrier (None: none did)
+        self.dropped: Optional[str] = None
         #: checkpoint id -> [(logic, prepared)] of the cuts whose commits are not finished yet
         self.prepared: Dict[int, List[tuple]] = {}
         for logic in logics:
@@ -268,6 +270,13 @@ class IslandCheckpointer:
         self.pending = checkpoint_id
         self.injected = False
         self.failures_at = self.interpreter.failures
+        self.dropped = None
+
+    def channel_state_dropped(self, boundary: InputBoundary) -> None:
+        """``boundary`` cleared its buffer, elements received before the pending checkpoint's barrier among them
+        (its downstream cancelled, the island is torn down): before the cut, that checkpoint can no longer hold them."""
+        if self.pending is not None and self.logging is None:
+            self.dropped = boundary.stage_name
 
     # ------------------------------------------------------------------ the cut (called by the host between turns)
     def _aligned(self) -> bool:
@@ -302,8 +311,8 @@ class IslandCheckpointer:
         """Cut if the pending checkpoint can be cut now; otherwise pause the sources and wait (logged: once
         cut, ack when every log is complete). A failure that travelled through the island since the checkpoint
         began declines it (``_failed_meanwhile``)."""
-        if self.pending is not None and self.interpreter.failures != self.failures_at:
-            self._failed_meanwhile()
+        if self.pending is not None and (self.interpreter.failures != self.failures_at or self.dropped is not None):
+            self._lost_meanwhile()
             return
         if self.logging is not None:
             if all(b.logged_all for b in self.logging[1]):
@@ -319,15 +328,18 @@ class IslandCheckpointer:
             return
         self._cut()
 
-    def _failed_meanwhile(self) -> None:
-        """A failure travelled through the island while the pending checkpoint waited for its cut (or, logged, for
-        its logs): decline it. The failure may have dropped what the cut must hold - an input boundary clears its
-        buffer, received before the barrier, when the island is cancelled or its downstream fails; a stage may drop
-        what it buffered - so a snapshot taken now could miss elements that its restore would never replay."""
+    def _lost_meanwhile(self) -> None:
+        """Between the pending checkpoint's start and its cut (or, logged, the end of its logs) a failure travelled
+        through the island, or an input dropped elements received before the barrier: decline the checkpoint. A
+        failure may drop what the cut must hold (the island's cancel clears its inputs' buffers; failing stages drop
+        what they hold), and what an input dropped is channel state: a snapshot taken now would miss elements that
+        its restore never replays."""
         n = self.pending
-        cause = failure_in(self.interpreter)
-        err = CheckpointError(f"island {self.name}: checkpoint {n} declined: a failure travelled through the island "
-                              f"before its cut ({cause!r})")
+        if self.interpreter.failures != self.failures_at:
+            why = f"a failure travelled through the island before its cut ({failure_in(self.interpreter)!r})"
+        else:
+            why = f"{self.dropped} dropped elements it had received before the barrier (its downstream cancelled)"
+        err = CheckpointError(f"island {self.name}: checkpoint {n} declined: {why}")
         self.done_upto = max(self.done_upto, n)
         self._stop_logging()
         self._release()
