@@ -309,8 +309,8 @@ class IslandCheckpointer:
 
     def poll(self) -> None:
         """Cut if the pending checkpoint can be cut now; otherwise pause the sources and wait (logged: once
-        cut, ack when every log is complete). A failure that travelled through the island since the checkpoint
-        began declines it (``_failed_meanwhile``)."""
+        cut, ack when every log is complete). A failure that travelled through the island, or an input that
+        dropped elements from before the barrier, since the checkpoint began declines it (``_lost_meanwhile``)."""
         if self.pending is not None and (self.interpreter.failures != self.failures_at or self.dropped is not None):
             self._lost_meanwhile()
             return
