@@ -49,6 +49,15 @@ class _Input(SourceStage):
         return logic, None
 
 
+def _attach_checkpointer(boundary, report, **options) -> IslandCheckpointer:
+    """A real checkpointer for the island of ``boundary`` (stage keys by position), polled by its thread host."""
+    interpreter = boundary._interpreter
+    keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
+    cp = IslandCheckpointer(interpreter.host, interpreter, 0, "island", keys, [], report, **options)
+    interpreter.host.checkpointer = cp
+    return cp
+
+
 @pytest.mark.parametrize("guarantee, at_cut", [("aligned", [1]), ("logged", [1]), ("at_least_once", [1, 2, 3])])
 def test_an_exactly_once_cut_comes_before_the_elements_after_the_barrier(mat, guarantee, at_cut):
     pub, boundaries, seen, acks = _Publisher(), [], [], queue.Queue()
@@ -60,17 +69,11 @@ def test_an_exactly_once_cut_comes_before_the_elements_after_the_barrier(mat, gu
         return x
 
     done = Source.from_graph(_Input(pub, boundaries)).map(record).run_with(Sink.ignore(), mat)
-    boundary = boundaries[0]
-    interpreter = boundary._interpreter
-    host = interpreter.host
-    keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
 
     def report(kind, index, n, data):
         acks.put((kind, n, list(seen)))
 
-    cp = IslandCheckpointer(host, interpreter, 0, "island", keys, [], report, aligned=guarantee != "at_least_once",
-                      logged=guarantee == "logged")
-    host.checkpointer = cp
+    _attach_checkpointer(boundaries[0], report, aligned=guarantee != "at_least_once", logged=guarantee == "logged")
     attached.set()
     assert pub.subscribed.wait(10)
     pub.subscriber.on_subscribe(pub)
@@ -94,11 +97,7 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
 
     graph = Source.from_graph(_Input(fast, boundaries)).merge(Source.from_graph(_Input(slow, boundaries)))
     done = graph.map(record).run_with(Sink.ignore(), mat)
-    interpreter = boundaries[0]._interpreter
-    keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
-    cp = IslandCheckpointer(interpreter.host, interpreter, 0, "island", keys, [],
-                            lambda kind, index, n, data: acks.put((kind, n, data)), logged=True)
-    interpreter.host.checkpointer = cp
+    _attach_checkpointer(boundaries[0], lambda kind, index, n, data: acks.put((kind, n, data)), logged=True)
     attached.set()
     for p in (fast, slow):
         assert p.subscribed.wait(10)
@@ -136,11 +135,8 @@ def test_an_input_dropping_elements_before_the_barrier_ahead_of_the_cut_declines
 
     switch, done = (Source.from_graph(_Input(pub, boundaries)).via(Flow.from_graph(valve))
                     .via_mat(KillSwitches.single(), Keep.right).map(hold).to_mat(Sink.seq(), Keep.both).run(mat))
-    interpreter = boundaries[0]._interpreter
-    host = interpreter.host
-    keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
-    host.checkpointer = IslandCheckpointer(host, interpreter, 0, "island", keys, [],
-                                           lambda kind, index, n, data: acks.put((kind, n, data)))
+    host = boundaries[0]._interpreter.host
+    _attach_checkpointer(boundaries[0], lambda kind, index, n, data: acks.put((kind, n, data)))
     assert pub.subscribed.wait(10)
     pub.subscriber.on_subscribe(pub)
     pub.subscriber.on_next(0, [1])
