@@ -49,9 +49,13 @@ class _Input(SourceStage):
         return logic, None
 
 
-def _attach_checkpointer(boundary, report, **options) -> IslandCheckpointer:
-    """A real checkpointer for the island of ``boundary`` (stage keys by position), polled by its thread host."""
-    interpreter = boundary._interpreter
+def _attach_checkpointer(boundaries: list, publisher, report, **options) -> IslandCheckpointer:
+    """A real checkpointer for the island of the first input boundary (stage keys by position), polled by its thread
+    host. It waits until that boundary subscribed to ``publisher``: ``run`` may return before the island's thread
+    has built its interpreter, and a boundary subscribes in its ``pre_start``, once the interpreter holds every
+    logic."""
+    assert publisher.subscribed.wait(10)
+    interpreter = boundaries[0]._interpreter
     keys = {id(lg): i for i, lg in enumerate(interpreter.logics)}
     cp = IslandCheckpointer(interpreter.host, interpreter, 0, "island", keys, [], report, **options)
     interpreter.host.checkpointer = cp
@@ -73,9 +77,8 @@ def test_an_exactly_once_cut_comes_before_the_elements_after_the_barrier(mat, gu
     def report(kind, index, n, data):
         acks.put((kind, n, list(seen)))
 
-    _attach_checkpointer(boundaries[0], report, aligned=guarantee != "at_least_once", logged=guarantee == "logged")
+    _attach_checkpointer(boundaries, pub, report, aligned=guarantee != "at_least_once", logged=guarantee == "logged")
     attached.set()
-    assert pub.subscribed.wait(10)
     pub.subscriber.on_subscribe(pub)
     pub.subscriber.on_next(0, [1, 2, 3, FrameSignals([(1, ChannelBarrier(1))])])
     assert acks.get(timeout=10) == ("ack", 1, at_cut)
@@ -97,7 +100,7 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
 
     graph = Source.from_graph(_Input(fast, boundaries)).merge(Source.from_graph(_Input(slow, boundaries)))
     done = graph.map(record).run_with(Sink.ignore(), mat)
-    _attach_checkpointer(boundaries[0], lambda kind, index, n, data: acks.put((kind, n, data)), logged=True)
+    _attach_checkpointer(boundaries, fast, lambda kind, index, n, data: acks.put((kind, n, data)), logged=True)
     attached.set()
     for p in (fast, slow):
         assert p.subscribed.wait(10)
@@ -135,9 +138,7 @@ def test_an_input_dropping_elements_before_the_barrier_ahead_of_the_cut_declines
 
     switch, done = (Source.from_graph(_Input(pub, boundaries)).via(Flow.from_graph(valve))
                     .via_mat(KillSwitches.single(), Keep.right).map(hold).to_mat(Sink.seq(), Keep.both).run(mat))
-    host = boundaries[0]._interpreter.host
-    _attach_checkpointer(boundaries[0], lambda kind, index, n, data: acks.put((kind, n, data)))
-    assert pub.subscribed.wait(10)
+    host = _attach_checkpointer(boundaries, pub, lambda kind, index, n, data: acks.put((kind, n, data))).host
     pub.subscriber.on_subscribe(pub)
     pub.subscriber.on_next(0, [1])
     assert holding.wait(10)
