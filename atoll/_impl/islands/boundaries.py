@@ -802,7 +802,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
 
     def _clear_buffer(self) -> None:
         cp = self.checkpointer
-        if cp is not None and cp.pending is not None and self.buffer and self.undelivered_before_cut(cp.pending)[0]:
+        if cp is not None and cp.pending is not None and self._undelivered_count(cp.pending) > 0:
             cp.channel_state_dropped(self)  # the pending checkpoint's cut can no longer hold them
         self.buffer.clear()
         if self.ts_buffer is not None:
@@ -880,22 +880,25 @@ class InputBoundary(GraphStageLogic, OutHandler):
 
     def undelivered_before_cut(self, checkpoint_id: int) -> tuple:
         """``(elements, timestamps or None)`` received but not delivered that belong before the cut of
-        ``checkpoint_id``: up to its barrier, nothing once delivery went past the barrier (at-least-once
-        checkpoints do not hold it), everything once upstream has ended without one."""
-        buf = self.buffer
-        n = buf.size
-        sigs = self.signals
-        if self.barrier_seen == checkpoint_id:
-            n = 0  # delivered past the barrier, unless it is still ahead:
-            for pos, sig in sigs or ():
-                if type(sig) is ChannelBarrier and sig.checkpoint_id == checkpoint_id:
-                    n = min(buf.size, pos - self.delivered)
-                    break
+        ``checkpoint_id`` (``_undelivered_count``)."""
+        n = self._undelivered_count(checkpoint_id)
         if n <= 0:
             return [], None
-        elems = _peek(buf, n)
+        elems = _peek(self.buffer, n)
         ts = _peek(self.ts_buffer, n) if self.ts_buffer is not None else None
         return elems, ts
+
+    def _undelivered_count(self, checkpoint_id: int) -> int:
+        """How many buffered elements belong before the cut of ``checkpoint_id``: those up to its barrier, none once
+        delivery went past the barrier (at-least-once checkpoints do not hold it), all once upstream has ended
+        without one."""
+        buf = self.buffer
+        if self.barrier_seen != checkpoint_id:
+            return buf.size
+        for pos, sig in self.signals or ():  # delivered past the barrier, unless it is still ahead
+            if type(sig) is ChannelBarrier and sig.checkpoint_id == checkpoint_id:
+                return min(buf.size, pos - self.delivered)
+        return 0
 
     def start_log(self, checkpoint_id: int) -> None:
         """Record what arrives from now on until barrier ``checkpoint_id`` (the island's cut is done)."""
