@@ -37,6 +37,8 @@ BENCHMARKS: Dict[str, Tuple[str, str]] = {
                "3*10^5 ints through 3 user-written GraphStages without a chunk form: the element interpreter"),
     "spark": ("benchmarks.spark",
               "10^6 rows x 4 columns Spark -> map per row (2 islands) -> Spark vs Ray Data map_batches"),
+    "demo": ("benchmarks.demo",
+             "the demo's Spark job (3*10^5 events) end to end: this tree's demo vs the demo of 790e052"),
     "window": ("benchmarks.window",
                "10^6 events, 10 keys, 1 s disorder: tumbling/sliding/session keyed sums vs plain Python, Bytewax"),
     "pool": ("benchmarks.pool",

@@ -11,16 +11,31 @@ fold around them have chunk forms, and the kernel puts adapters at the borders. 
 - ``atoll-mixed``   — ``Source.range -> map(inc) -> Custom(dbl) -> map(neg) -> Sink.fold``: built-in stages
                       with chunk forms between a user stage and the source/sink (regions where no chunk
                       could hold more than one element run element by element).
+
+The kernel issue's target is ``atoll-custom`` >= 2x *the interpreter of the day the issue was filed*, commit
+``BASELINE_REV``. When this is a git checkout holding that commit, the same ``atoll-custom`` pipeline also runs on
+that commit's ``atoll`` package (``git archive`` into a temporary directory) and on this tree's, each in a fresh
+process of this Python, alternately (``BASELINE_ROUNDS`` rounds, one warm-up and ``runs`` timed runs each); the rows
+``custom@this-tree`` and ``custom@<rev>`` hold the best of all rounds, and the target line their ratio. Elsewhere
+(no git, a shallow clone) those rows say why they did not run.
 """
 from __future__ import annotations
 
 import functools
-from typing import Dict, Optional
+import json
+import os
+import statistics
+import subprocess
+import sys
+from typing import Dict, Optional, Tuple
 
 from ._common import Options, Result, Table, fmt_rate, fmt_ratio, fmt_secs, measure, out, progress
+from .baseline_tree import BASELINE_REV, REPO, baseline_tree
 
 N = 300_000
 N_QUICK = 30_000
+BASELINE_ROUNDS = 2
+TARGET_RATIO = 2.0  # atoll-custom against the interpreter of BASELINE_REV
 
 inc = lambda x: x + 1  # noqa: E731
 dbl = lambda x: x * 2  # noqa: E731
@@ -91,6 +106,60 @@ def make_atoll(materializer, custom):
     return run_atoll
 
 
+# ---------------------------------------------------------------------------- against an earlier interpreter
+_WORKER = """
+import gc, json, sys, time
+tree, n, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sys.path.insert(0, tree)
+import atoll
+assert atoll.__file__.startswith(tree), atoll.__file__
+from atoll import Materializer
+from benchmarks.custom import expected, make_atoll
+mat = Materializer.local()
+try:
+    f = make_atoll(mat, True)
+    f(n)
+    walls, cpus = [], []
+    for _ in range(runs):
+        gc.collect()
+        t, c = time.perf_counter(), time.process_time()
+        value = f(n)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+finally:
+    mat.shutdown()
+print(json.dumps({"ok": value == expected(n), "walls": walls, "cpus": cpus}))
+"""
+
+
+def run_in_tree(tree: str, n: int, runs: int) -> Tuple[bool, list, list]:
+    """The ``atoll-custom`` pipeline on the ``atoll`` package under ``tree``, in a fresh process: (result correct,
+    wall seconds per timed run, CPU seconds per timed run)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO  # the benchmarks package; the worker puts ``tree`` before it
+    proc = subprocess.run([sys.executable, "-c", _WORKER, tree, str(n), str(runs)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the run on {tree} failed: {proc.stderr.strip()[-2000:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return res["ok"], res["walls"], res["cpus"]
+
+
+def against_baseline(n: int, runs: int) -> Dict[str, Tuple[bool, list, list]]:
+    """``this-tree`` and ``BASELINE_REV``: each one's (correct, walls, cpus) over ``BASELINE_ROUNDS`` alternating
+    rounds of fresh processes."""
+    with baseline_tree() as old:
+        trees = {"this-tree": REPO, BASELINE_REV: old}
+        got: Dict[str, Tuple[bool, list, list]] = {k: (True, [], []) for k in trees}
+        for _ in range(BASELINE_ROUNDS):
+            for name, tree in trees.items():
+                progress(f"custom/atoll-custom on {name} (n={n:,})")
+                ok, walls, cpus = run_in_tree(tree, n, runs)
+                prev = got[name]
+                got[name] = (prev[0] and ok, prev[1] + walls, prev[2] + cpus)
+        return got
+
+
 def run(opts: Options) -> Result:
     from atoll import Materializer
 
@@ -119,6 +188,23 @@ def run(opts: Options) -> Result:
                              "median_s": t.median, "elements_per_s": rates[name]})
     finally:
         mat.shutdown()
+    try:
+        baseline = against_baseline(n, runs)
+    except RuntimeError as e:
+        baseline = None
+        res.notes.append(f"custom@{BASELINE_REV} not run: {e}")
+    if baseline is not None:
+        for name, (ok, walls, cpus) in baseline.items():
+            variant = f"custom@{name}"
+            if not ok:
+                res.ok = False
+                res.notes.append(f"{variant}: a wrong result")
+            rates[variant] = n / min(walls)
+            what = ("atoll-custom on this tree's atoll, in a fresh process" if name == "this-tree" else
+                    f"atoll-custom on {name}'s atoll (git archive), the interpreter before the kernel issue")
+            res.rows.append({"variant": variant, "what": what, "n": n, "correct": ok, "best_s": min(walls),
+                             "median_s": statistics.median(walls), "elements_per_s": rates[variant],
+                             "best_cpu_s": min(cpus)})
     base = rates.get("generator")
     table = Table(["variant", "n", "ok", "best s", "median s", "elements/s", "vs generator", "what"])
     for row in res.rows:
@@ -127,6 +213,15 @@ def run(opts: Options) -> Result:
                   fmt_secs(row["median_s"]), fmt_rate(r), fmt_ratio(r / base if r and base else None), row["what"])
     out(table.render())
     res.summary = {f"{k}_elements_per_s": v for k, v in rates.items()}
+    if baseline is not None:
+        now, then = (min(baseline[k][1]) for k in ("this-tree", BASELINE_REV))
+        now_cpu, then_cpu = (min(baseline[k][2]) for k in ("this-tree", BASELINE_REV))
+        ratio, cpu_ratio = then / now, then_cpu / now_cpu
+        res.summary["vs_baseline"] = ratio
+        res.summary["vs_baseline_cpu"] = cpu_ratio
+        out(f"target: atoll-custom >= {TARGET_RATIO:g}x the interpreter of {BASELINE_REV}: {fmt_ratio(ratio)}x by wall "
+            f"time ({fmt_secs(now)} vs {fmt_secs(then)} s), {fmt_ratio(cpu_ratio)}x by CPU time "
+            f"({fmt_secs(now_cpu)} vs {fmt_secs(then_cpu)} s); best of {BASELINE_ROUNDS} alternating rounds of {runs}")
     for note in res.notes:
         out(f"note: {note}")
     return res
