@@ -42,7 +42,7 @@ from ._connection import (
 from ..markers import Done
 from .attributes import Attributes, CancellationStrategy
 from .handlers import InHandler, OutHandler
-from ._port_calls import make_grab, make_pull, make_push
+from ._port_calls import port_calls
 from .ports import Inlet, Outlet
 from .shapes import Shape
 from .checkpointing import NO_STATE
@@ -805,24 +805,23 @@ class GraphStageLogic:
         self._bind_port_calls(interpreter)
 
     def _bind_port_calls(self, interpreter) -> None:
-        """Install per-instance ``push``/``pull``/``grab`` closures over this logic's connection lists
-        and interpreter (the per-element hot path: no ``self`` attribute loads, cell reads instead).
+        """Install per-instance ``push``/``pull``/``grab`` fast paths over this logic's connections and
+        interpreter (the per-element hot path).
 
-        Each closure (``atoll.stage._port_calls``) takes the plain case only (the port's state is
-        exactly the one protocol bit, the element is not ``None``: one integer comparison) and hands
-        every other case (a signal or hold waiting, a closed, failed or unwired port, a rule broken)
-        to the class method, so errors and
-        edge cases stay exactly the class method's. A logic whose class overrides one of them, or that
-        bound its own on the instance (event-time stamping), keeps that one. The closures are set as
-        plain attributes: touching ``self.__dict__`` would turn the instance's inline attribute values
-        into a dict and slow every other ``self.x`` of the logic."""
+        Each (``atoll.stage._port_calls``) takes the plain case only (the port's state is exactly the one
+        protocol bit, the element is not ``None``: one integer comparison) and hands every other case (a
+        signal or hold waiting, a closed, failed or unwired port, a rule broken) to the class method, so
+        errors and edge cases stay exactly the class method's. A logic whose class overrides one of them, or
+        that bound its own on the instance (event-time stamping), keeps that one. They are set as plain
+        attributes: touching ``self.__dict__`` would turn the instance's inline attribute values into a dict
+        and slow every other ``self.x`` of the logic."""
         ins, outs = self._in_conns, self._out_conns
         if _rebindable(self.push, _base_push):
-            self.push = make_push(self, interpreter, outs, self._out_ports, _base_push)
+            self.push = port_calls(self, interpreter, outs, self._out_ports, _base_push).push
         if _rebindable(self.pull, _base_pull):
-            self.pull = make_pull(self, interpreter, ins, self._in_ports, _base_pull)
+            self.pull = port_calls(self, interpreter, ins, self._in_ports, _base_pull).pull
         if _rebindable(self.grab, _base_grab):
-            self.grab = make_grab(self, ins, self._in_ports, _base_grab)
+            self.grab = port_calls(self, interpreter, ins, self._in_ports, _base_grab).grab
         self._bind_fused_handlers(interpreter)
 
     def _bind_fused_handlers(self, interpreter) -> None:
@@ -847,8 +846,8 @@ _base_grab = GraphStageLogic.grab
 
 
 def _rebindable(bound, base) -> bool:
-    """Whether a logic's port call is the class method ``base`` or a fast-path closure of an earlier
-    attachment (rebound to the new interpreter), not an override of its own."""
+    """Whether a logic's port call is the class method ``base`` or the fast path of an earlier attachment
+    (rebound to the new interpreter), not an override of its own."""
     return getattr(bound, "__func__", None) is base or getattr(bound, "port_fast_path", False)
 
 

@@ -1,11 +1,12 @@
 """The per-element fast path of ``push``/``pull``/``grab`` and of the interpreter's dispatch loop.
 
-``GraphStageLogic._attach`` binds per-instance closures for the three port calls that take only the
+``GraphStageLogic._attach`` binds per-instance fast paths for the three port calls that take only the
 plain state (one integer comparison) and defer every other case to the class methods; ``execute``
 dispatches a connection whose state is exactly PUSHING or PULLING and sends the rest to the slow path.
 These tests pin what must not change with that: overrides stay in charge, rule violations raise the
-class methods' errors, signals waiting on a port keep their place before the element, and the event
-budget of ``execute`` counts chased and queued events alike.
+class methods' errors, signals waiting on a port keep their place before the element, the event
+budget of ``execute`` counts chased and queued events alike, and the logics of one class share one function
+per port call (bound to an object of each logic's own), so a call site in their handlers stays monomorphic.
 """
 from __future__ import annotations
 
@@ -194,3 +195,26 @@ def test_a_logic_attached_to_a_second_interpreter_uses_the_second_one():
     kit2.step_all()
     assert kit2.last_events() == {OnNext(4, down2)}
     assert not kit.interpreter.queue  # nothing went to the first interpreter
+
+
+def test_logics_of_one_class_share_the_functions_of_their_port_calls():
+    """Two instances of one user stage in a chain: each logic's push/pull/grab is bound to its own ports, and
+    every logic's call of a kind is the same function (what CPython's call specialization keys on)."""
+    kit = Kit()
+    up = kit.add(kit.upstream())
+    first, second = kit.add(_Pass()), kit.add(_Pass())
+    down = kit.add(kit.downstream())
+    kit.connect(up.out, first._in_ports[0]).connect(first._out_ports[0], second._in_ports[0])
+    kit.connect(second._out_ports[0], down.in_)
+    kit.init()
+    for name in ("push", "pull", "grab"):
+        a, b = getattr(first, name), getattr(second, name)
+        assert a.__func__ is b.__func__, name
+        assert a.__self__ is not b.__self__, name
+    for i in range(3):
+        down.pull_in()
+        kit.step_all()
+        assert RequestOne(up) in kit.last_events()
+        up.push_elem(i)
+        kit.step_all()
+        assert kit.last_events() == {OnNext(i, down)}
