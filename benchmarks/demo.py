@@ -84,11 +84,13 @@ def run(opts: Options) -> Result:
     out(table.render())
     now, then = best["this-tree"], best[BASELINE_REV]
     if now and then:
-        res.summary = {"events_per_s": now, "baseline_events_per_s": then, "vs_baseline": now / then,
-                       "vs_filed": now / FILED_RATE}
+        res.summary = {"events_per_s": now, "baseline_events_per_s": then, "vs_baseline": now / then}
+        filed = ""
+        if n == N:  # the issue's figure is for the demo's 300,000 events
+            res.summary["vs_filed"] = now / FILED_RATE
+            filed = f"; {fmt_ratio(now / FILED_RATE)}x the issue's figure ({FILED_RATE:,} events/s)"
         out(f"target: the demo >= {TARGET_RATIO:g}x the events/s of the day the issue was filed: {fmt_ratio(now / then)}x "
-            f"{BASELINE_REV} measured now ({fmt_rate(now)} vs {fmt_rate(then)} events/s); "
-            f"{fmt_ratio(now / FILED_RATE)}x the issue's figure ({FILED_RATE:,} events/s)")
+            f"{BASELINE_REV} measured now ({fmt_rate(now)} vs {fmt_rate(then)} events/s){filed}")
     for note in res.notes:
         out(f"note: {note}")
     return res
