@@ -3,8 +3,10 @@
 ``GraphStageLogic._bind_port_calls`` installs them on each logic when it attaches to an interpreter.
 Each takes only the plain case (the port's state is exactly its one protocol bit, the element is not
 ``None``) and hands every other case to the class method (``base``), so errors and edge cases stay
-exactly the class method's. A logic with one port of a kind gets ``OnePort``'s calls, over that port and
-its connection (one identity test replaces the port-id lookup); a logic with several, ``ByPortId``'s.
+exactly the class method's (``GraphStageLogic``'s, which ``logic`` registers with ``fall_back_to``). A logic
+with one port of a kind gets ``OnePort``'s calls, over that port and its connection (one identity test replaces
+the port-id lookup); a logic with several, ``ByPortId``'s. One object serves a logic's inlets (``pull`` and
+``grab``), another its outlets (``push``).
 
 They are bound methods of functions shared by every logic, not closures made per logic: a call site in
 a handler that serves several logics of one class (three ``map``s, three instances of a user's stage)
@@ -15,18 +17,26 @@ from __future__ import annotations
 
 from ._connection import EMPTY, IN_READY, OUT_READY, PULLING, PUSHING
 
+#: the class whose ``push``/``pull``/``grab`` take every case but the plain one (``GraphStageLogic``)
+_Base = None
+
+
+def fall_back_to(cls) -> None:
+    """Hand the cases other than the plain one to ``cls``'s port calls (called once, by ``stage.logic``)."""
+    global _Base
+    _Base = cls
+
 
 class _PortCalls:
-    """What every port call needs: the logic (for ``base``), its interpreter and that one's event queue."""
+    """What every port call needs: the logic, its interpreter and that one's event queue."""
 
-    __slots__ = ("logic", "interpreter", "queue", "enqueue", "base")
+    __slots__ = ("logic", "interpreter", "queue", "enqueue")
 
-    def __init__(self, logic, interpreter, base):
+    def __init__(self, logic, interpreter):
         self.logic = logic
         self.interpreter = interpreter
         self.queue = interpreter.queue
         self.enqueue = interpreter.enqueue
-        self.base = base
 
 
 class OnePort(_PortCalls):
@@ -34,8 +44,8 @@ class OnePort(_PortCalls):
 
     __slots__ = ("port", "conn")
 
-    def __init__(self, logic, interpreter, base, port, conn):
-        super().__init__(logic, interpreter, base)
+    def __init__(self, logic, interpreter, port, conn):
+        super().__init__(logic, interpreter)
         self.port = port
         self.conn = conn
 
@@ -50,7 +60,7 @@ class OnePort(_PortCalls):
             else:
                 self.enqueue(conn)
         else:
-            self.base(self.logic, out, elem, ts)
+            _Base.push(self.logic, out, elem, ts)
 
     def pull(self, in_):
         conn = self.conn
@@ -62,7 +72,7 @@ class OnePort(_PortCalls):
             else:
                 self.enqueue(conn)
         else:
-            self.base(self.logic, in_)
+            _Base.pull(self.logic, in_)
 
     def grab(self, in_):
         if in_ is self.port:
@@ -71,19 +81,19 @@ class OnePort(_PortCalls):
             if elem is not EMPTY and conn.state == IN_READY:
                 conn.slot = EMPTY
                 return elem
-        return self.base(self.logic, in_)
+        return _Base.grab(self.logic, in_)
 
     push.port_fast_path = pull.port_fast_path = grab.port_fast_path = True
 
 
 class ByPortId(_PortCalls):
     """The port calls of a logic with several ports of a kind: ``conns`` indexed by port id (None where a port
-    is not wired: its calls go to ``base``, which says so)."""
+    is not wired: its calls go to the class method, which says so)."""
 
     __slots__ = ("conns",)
 
-    def __init__(self, logic, interpreter, base, conns):
-        super().__init__(logic, interpreter, base)
+    def __init__(self, logic, interpreter, conns):
+        super().__init__(logic, interpreter)
         self.conns = conns
 
     def push(self, out, elem, ts=None):
@@ -91,7 +101,7 @@ class ByPortId(_PortCalls):
         try:
             st = conn.state
         except AttributeError:
-            return self.base(self.logic, out, elem, ts)
+            return _Base.push(self.logic, out, elem, ts)
         if st == OUT_READY and elem is not None:
             conn.state = PUSHING
             conn.slot = elem
@@ -101,14 +111,14 @@ class ByPortId(_PortCalls):
             else:
                 self.enqueue(conn)
         else:
-            self.base(self.logic, out, elem, ts)
+            _Base.push(self.logic, out, elem, ts)
 
     def pull(self, in_):
         conn = self.conns[in_.id]
         try:
             st = conn.state
         except AttributeError:
-            return self.base(self.logic, in_)
+            return _Base.pull(self.logic, in_)
         if st == IN_READY:
             conn.state = PULLING
             interpreter = self.interpreter
@@ -117,27 +127,27 @@ class ByPortId(_PortCalls):
             else:
                 self.enqueue(conn)
         else:
-            self.base(self.logic, in_)
+            _Base.pull(self.logic, in_)
 
     def grab(self, in_):
         conn = self.conns[in_.id]
         try:
             elem = conn.slot
         except AttributeError:
-            return self.base(self.logic, in_)
+            return _Base.grab(self.logic, in_)
         if conn.state == IN_READY and elem is not EMPTY:
             conn.slot = EMPTY
             return elem
-        return self.base(self.logic, in_)
+        return _Base.grab(self.logic, in_)
 
     push.port_fast_path = pull.port_fast_path = grab.port_fast_path = True
 
 
-def port_calls(logic, interpreter, conns, ports, base) -> _PortCalls:
+def port_calls(logic, interpreter, conns, ports) -> _PortCalls:
     """The port calls over ``conns`` (a logic's inlet or outlet connections, by port id) and ``ports``."""
     if len(conns) == 1 and conns[0] is not None and ports[0] is not None:
-        return OnePort(logic, interpreter, base, ports[0], conns[0])
-    return ByPortId(logic, interpreter, base, conns)
+        return OnePort(logic, interpreter, ports[0], conns[0])
+    return ByPortId(logic, interpreter, conns)
 
 
 # ---------------------------------------------------------------------- fused handlers

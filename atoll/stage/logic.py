@@ -42,7 +42,7 @@ from ._connection import (
 from ..markers import Done
 from .attributes import Attributes, CancellationStrategy
 from .handlers import InHandler, OutHandler
-from ._port_calls import port_calls
+from ._port_calls import fall_back_to, port_calls
 from .ports import Inlet, Outlet
 from .shapes import Shape
 from .checkpointing import NO_STATE
@@ -817,11 +817,14 @@ class GraphStageLogic:
         and slow every other ``self.x`` of the logic."""
         ins, outs = self._in_conns, self._out_conns
         if _rebindable(self.push, _base_push):
-            self.push = port_calls(self, interpreter, outs, self._out_ports, _base_push).push
-        if _rebindable(self.pull, _base_pull):
-            self.pull = port_calls(self, interpreter, ins, self._in_ports, _base_pull).pull
-        if _rebindable(self.grab, _base_grab):
-            self.grab = port_calls(self, interpreter, ins, self._in_ports, _base_grab).grab
+            self.push = port_calls(self, interpreter, outs, self._out_ports).push
+        rebind_pull, rebind_grab = _rebindable(self.pull, _base_pull), _rebindable(self.grab, _base_grab)
+        if rebind_pull or rebind_grab:
+            calls = port_calls(self, interpreter, ins, self._in_ports)  # one object for the inlets' two calls
+            if rebind_pull:
+                self.pull = calls.pull
+            if rebind_grab:
+                self.grab = calls.grab
         self._bind_fused_handlers(interpreter)
 
     def _bind_fused_handlers(self, interpreter) -> None:
@@ -843,6 +846,7 @@ class GraphStageLogic:
 _base_push = GraphStageLogic.push
 _base_pull = GraphStageLogic.pull
 _base_grab = GraphStageLogic.grab
+fall_back_to(GraphStageLogic)
 
 
 def _rebindable(bound, base) -> bool:
