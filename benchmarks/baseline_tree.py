@@ -4,7 +4,8 @@
 operators, console, Spark edge v2) began: "today's interpreter" of the kernel issue's ``custom`` target and
 "today's demo" of the Spark issue's demo target. ``baseline_tree`` extracts its ``atoll`` package with
 ``git archive`` into a temporary directory; a checkout without that commit (no git, a shallow clone) raises
-``RuntimeError`` saying why, and the benchmark prints that instead of the row.
+``RuntimeError`` saying why, and the benchmark prints that instead of the row. ``alternate`` runs a measurement on
+this tree and on that commit's, in turns.
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from typing import Iterator
+from typing import Any, Callable, Dict, Iterator, List
+
+from ._common import progress
 
 #: the code the issues' "today" figures were measured on
 BASELINE_REV = "790e052"
@@ -43,3 +46,16 @@ def baseline_tree(rev: str = BASELINE_REV) -> Iterator[str]:
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def alternate(rounds: int, measure: Callable[[str], Any], label: str) -> Dict[str, List[Any]]:
+    """``measure(tree)`` on this tree (``"this-tree"``) and on ``BASELINE_REV``'s, in turns, ``rounds`` times each (the
+    machine's load drifts over minutes): name -> what each call returned, in order."""
+    with baseline_tree() as old:
+        trees = {"this-tree": REPO, BASELINE_REV: old}
+        got: Dict[str, List[Any]] = {name: [] for name in trees}
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                progress(f"{label} on {name}")
+                got[name].append(measure(tree))
+        return got

@@ -30,7 +30,7 @@ import sys
 from typing import Dict, Optional, Tuple
 
 from ._common import Options, Result, Table, fmt_rate, fmt_ratio, fmt_secs, measure, out, progress
-from .baseline_tree import BASELINE_REV, REPO, baseline_tree
+from .baseline_tree import BASELINE_REV, REPO, alternate
 
 N = 300_000
 N_QUICK = 30_000
@@ -145,21 +145,6 @@ def run_in_tree(tree: str, n: int, runs: int) -> Tuple[bool, list, list]:
     return res["ok"], res["walls"], res["cpus"]
 
 
-def against_baseline(n: int, runs: int) -> Dict[str, Tuple[bool, list, list]]:
-    """``this-tree`` and ``BASELINE_REV``: each one's (correct, walls, cpus) over ``BASELINE_ROUNDS`` alternating
-    rounds of fresh processes."""
-    with baseline_tree() as old:
-        trees = {"this-tree": REPO, BASELINE_REV: old}
-        got: Dict[str, Tuple[bool, list, list]] = {k: (True, [], []) for k in trees}
-        for _ in range(BASELINE_ROUNDS):
-            for name, tree in trees.items():
-                progress(f"custom/atoll-custom on {name} (n={n:,})")
-                ok, walls, cpus = run_in_tree(tree, n, runs)
-                prev = got[name]
-                got[name] = (prev[0] and ok, prev[1] + walls, prev[2] + cpus)
-        return got
-
-
 def run(opts: Options) -> Result:
     from atoll import Materializer
 
@@ -189,7 +174,9 @@ def run(opts: Options) -> Result:
     finally:
         mat.shutdown()
     try:
-        baseline = against_baseline(n, runs)
+        rounds = alternate(BASELINE_ROUNDS, lambda tree: run_in_tree(tree, n, runs), f"custom/atoll-custom (n={n:,})")
+        baseline = {name: (all(r[0] for r in rs), [t for r in rs for t in r[1]], [t for r in rs for t in r[2]])
+                    for name, rs in rounds.items()}  # name -> (every result correct, walls, cpus)
     except RuntimeError as e:
         baseline = None
         res.notes.append(f"custom@{BASELINE_REV} not run: {e}")

@@ -22,8 +22,8 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from ._common import Options, Result, Table, fmt_rate, fmt_ratio, out, progress
-from .baseline_tree import BASELINE_REV, REPO, baseline_tree
+from ._common import Options, Result, Table, fmt_rate, fmt_ratio, out
+from .baseline_tree import BASELINE_REV, alternate
 
 N = 300_000
 N_QUICK = 30_000
@@ -62,12 +62,7 @@ def run(opts: Options) -> Result:
         f"round(s) of fresh `python -m atoll demo` processes")
     runs: Dict[str, List[Dict[str, float]]] = {"this-tree": [], BASELINE_REV: []}
     try:
-        with baseline_tree() as old:
-            trees = {"this-tree": REPO, BASELINE_REV: old}
-            for _ in range(rounds):
-                for name, tree in trees.items():
-                    progress(f"demo on {name} (n={n:,})")
-                    runs[name].append(run_demo(tree, n))
+        runs = alternate(rounds, lambda tree: run_demo(tree, n), f"demo (n={n:,})")
     except RuntimeError as e:
         res.ok = False
         res.notes.append(str(e))
