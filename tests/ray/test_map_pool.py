@@ -397,6 +397,24 @@ def test_driver_started_actors_of_a_clean_graph_are_reused_and_a_failed_graphs_a
     assert_no_pool_actor()
 
 
+def test_a_graph_started_right_after_the_last_ones_result_takes_its_pool_actors(rmat, counter):
+    """The driver hands a clean graph's pool actors to the warm pool as the graph ends, with their reset's
+    answer as what ``take`` waits for, and a graph started at once waits for the ending one: the second graph,
+    started as soon as the first one's result is in, runs on the same two actors."""
+    import functools
+
+    factory = functools.partial(_ActorIdBoth, counter)
+
+    def run() -> set:
+        # options of this test only (num_cpus): no other test's warm actors are taken
+        return set(Source.from_iterable(range(20)).map_pool(factory, size=2, num_cpus=0.25)
+                   .run_with(Sink.seq(), rmat).result(120))
+
+    first = run()
+    second = run()
+    assert len(first) == 2 and second == first
+
+
 def test_warm_pool_actors_are_killed_after_their_idle_time(rmat, counter, monkeypatch):
     """An idle warm pool actor holds the CPUs it asked for: it is killed once ``WARM_IDLE_S`` passed without
     a graph taking it (shortened here; the expiry runs on the driver)."""

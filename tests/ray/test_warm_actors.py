@@ -10,6 +10,7 @@ import ray
 
 from atoll import Keep, KillSwitches, Materializer, Sink, Source
 from atoll._impl.actors.messages import Detached
+from atoll._impl.actors.warm_pool import WarmActorPool
 from atoll.errors import IslandDiedError
 from atoll.testkit import TestSink, TestSource
 
@@ -80,6 +81,84 @@ def test_a_cleanly_ended_graphs_actors_serve_the_next_graph(mat):
     assert ids2 == ids1 and mat.warm_pool.reused == 2 and mat.warm_pool.idle_count() == 0
     stop(s2, c2, g2)
     assert mat.warm_pool.idle_count() == 2
+
+
+def test_graphs_started_as_soon_as_the_last_ones_result_is_in_run_on_its_actors(mat):
+    """A graph gives its actors back when the driver has heard every island end, a few milliseconds after its
+    sink's future completed; the next graph, started at once, waits for them (``WarmActorPool.take``) instead
+    of starting fresh worker processes: five graphs in a row run on the first one's two actors."""
+    def once() -> int:
+        return Source.range(0, 1000).island().to_mat(Sink.fold(0, lambda a, b: a + b), Keep.right) \
+            .run(mat).result(60)
+
+    for _ in range(5):
+        assert once() == 499500
+    assert mat.warm_pool.reused == 8
+    wait_until(lambda: not mat.running_graphs(), what="the last graph to end")
+    assert mat.warm_pool.idle_count() == 2 and len(alive_ids()) == 2
+
+
+class _FakeActor:
+    """What the pool keeps of an actor when its ``ready`` is None: only the id (no Ray call is made)."""
+
+    def __init__(self, n: int):
+        self._actor_id = bytes([n])
+
+
+class _ObservedPool(WarmActorPool):
+    """Tells when ``take`` is about to wait for a winding-down graph (the waiting thread holds the lock until it
+    waits, so whatever the test does under the lock next happens while it waits)."""
+
+    def __init__(self, idle_timeout: float):
+        super().__init__(idle_timeout)
+        self.waiting = threading.Event()
+
+    def _wait_for_returns(self) -> bool:
+        if self._returning:
+            self.waiting.set()
+        return super()._wait_for_returns()
+
+
+def _take_in_thread(pool):
+    got = []
+    t = threading.Thread(target=lambda: got.append(pool.take("k")), daemon=True)
+    t.start()
+    return t, got
+
+
+def test_take_waits_for_a_winding_down_graphs_actors_and_stops_waiting_when_it_is_done():
+    pool = _ObservedPool(idle_timeout=60)
+    pool.RETURN_WAIT = 60.0
+    try:
+        pool.returning(1)
+        t, got = _take_in_thread(pool)
+        assert pool.waiting.wait(30)
+        actor = _FakeActor(1)
+        pool.add_fresh("k", actor, None)  # graph 1 gives an actor back: the waiting take gets it
+        t.join(30)
+        assert got == [actor]
+        pool.waiting.clear()
+        t, got = _take_in_thread(pool)  # graph 1 still winding down, nothing idle: waits again
+        assert pool.waiting.wait(30)
+        pool.returned(1)  # graph 1 is done, and gave nothing more: a fresh actor is needed
+        t.join(30)
+        assert got == [None]
+        assert pool.take("k") is None  # nothing winding down: no wait at all
+    finally:
+        pool.shutdown()
+
+
+def test_take_waits_for_a_winding_down_graph_no_longer_than_return_wait():
+    pool = WarmActorPool(idle_timeout=60)
+    pool.RETURN_WAIT = 0.05  # a graph whose future completed, running on: take gives up on it
+    try:
+        pool.returning(1)
+        t, got = _take_in_thread(pool)
+        t.join(30)
+        assert got == [None]
+        assert not pool._returning  # forgotten: later takes do not wait for it again
+    finally:
+        pool.shutdown()
 
 
 def test_a_reused_actor_keeps_the_channel_protocol_exact(mat):

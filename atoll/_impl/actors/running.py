@@ -193,6 +193,8 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
             match ev:
                 case FutureCompleted(fid=fid, value=value):
                     fut = island.futures.get(fid)
+                    if self._pool is not None:
+                        self._pool.returning(id(self))  # the graph is likely ending: its actors come back soon
                     if fut is not None:
                         complete_promise(fut, value)
                 case FutureFailed(fid=fid, error=error):
@@ -244,6 +246,8 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
         for fut in island.futures.values():
             fail_promise(fut, AbruptTerminationError(f"island {island.name!r} ended before this value completed"))
         island.clean = self._pool is not None and no_failure and state == "completed" and error is None
+        if island.clean and island.pool_key is not None:
+            self._pool.returning(id(self))  # its other islands are likely ending too (``WarmActorPool.take``)
         with self._lock:
             held = island.holds > 0
             island.kill_pending = held
@@ -278,6 +282,15 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
             free = [i for i in self._islands if i.ended and i.holds == 0]
         for island in free:
             self._dispose(island)
+
+    def _finish(self) -> None:
+        """The graph ended: the clean-ups give back or kill its actors (islands and ``map_pool``'s); then a
+        ``WarmActorPool.take`` waiting for them looks again."""
+        try:
+            super()._finish()
+        finally:
+            if self._pool is not None:
+                self._pool.returned(id(self))
 
     def hold(self, index: int) -> Callable[[], None]:
         """Keep island ``index``'s actor after its island ended until the returned release is called (the

@@ -7,6 +7,15 @@ options. The next graph with the same options takes it. Actors idle for ``idle_t
 by a reaper thread that runs only while the pool holds actors; ``shutdown`` kills them all. A failed, killed
 or cancelled graph never gives its actors back (``RayRunningGraph``), and an actor whose reset finds
 something left over (a stage's thread still running) is killed instead of kept.
+
+A graph gives its actors back when its last island ended, which the driver hears a few milliseconds after the
+sink's future completed (each island reports its end in its own reply). A caller that starts the next graph as
+soon as it has the result would find the pool empty and start fresh worker processes (~0.5 s). So a graph tells
+the pool when it likely winds down (a future of it completed, or an island of it ended cleanly: ``returning``)
+and when it has given its actors back or killed them (``returned``); ``take`` with no idle actor for the key
+waits for winding-down graphs, each at most ``RETURN_WAIT`` seconds from its first sign (a graph whose future
+completed while it runs on for hours delays only the materializations of the next 0.5 s, by what a fresh actor
+would cost anyway).
 """
 from __future__ import annotations
 
@@ -53,10 +62,14 @@ class WarmActorPool:
     kept; ``reset_timeout``: how long ``take`` waits for a returned actor's reset before giving up on it."""
 
     reset_timeout = 30.0
+    #: how long after a graph began to wind down ``take`` may wait for its actors (about what starting a fresh
+    #: actor costs on a small machine, so that waiting never loses much)
+    RETURN_WAIT = 0.5
 
     def __init__(self, idle_timeout: float):
         self.idle_timeout = idle_timeout
         self._idle: Dict[Hashable, Deque[_Idle]] = {}
+        self._returning: Dict[int, float] = {}  # id of a winding-down graph -> until when ``take`` waits for it
         self._lock = threading.Condition()
         self._reaper: Optional[threading.Thread] = None
         self._closed = False
@@ -71,12 +84,41 @@ class WarmActorPool:
         while True:
             with self._lock:
                 q = self._idle.get(key)
+                while not q and self._wait_for_returns():
+                    q = self._idle.get(key)
                 if not q:
                     return None
                 entry = q.pop()  # most recently used first: its process is warmest
             if entry.reset is None or self._reset_ok(entry):
                 self.reused += 1
                 return entry.actor
+
+    def _wait_for_returns(self) -> bool:
+        """(Under the lock.) Wait until a winding-down graph gave its actors back or the soonest one's wait is
+        over; False at once when no graph is winding down (any more)."""
+        returning = self._returning
+        if not returning or self._closed:
+            return False
+        now = time.monotonic()
+        for token in [t for t, until in returning.items() if until <= now]:
+            del returning[token]  # waited for long enough: it winds down slowly
+        if not returning:
+            return False
+        self._lock.wait(min(returning.values()) - now)
+        return True
+
+    def returning(self, token: int) -> None:
+        """Graph ``token`` likely winds down (a future of it completed, an island of it ended cleanly): its actors
+        may come back soon."""
+        with self._lock:
+            if not self._closed:
+                self._returning.setdefault(token, time.monotonic() + self.RETURN_WAIT)
+
+    def returned(self, token: int) -> None:
+        """Graph ``token`` has given back (or killed) its actors: ``take`` waits for it no longer."""
+        with self._lock:
+            if self._returning.pop(token, None) is not None:
+                self._lock.notify_all()
 
     def _reset_ok(self, entry: _Idle) -> bool:
         try:
@@ -106,6 +148,16 @@ class WarmActorPool:
         for this actor than the pool's (every actor of one key must use the same)."""
         timeout = self.idle_timeout if idle_timeout is None else min(idle_timeout, self.idle_timeout)
         self._put(key, _Idle(actor, ready, time.monotonic() + timeout))
+
+    def discard(self, key: Hashable, actor) -> None:
+        """Take ``actor`` out of the idle ones if it is there (it turned out not reusable); the caller kills it."""
+        with self._lock:
+            q = self._idle.get(key)
+            if q:
+                for entry in q:
+                    if entry.actor is actor:
+                        q.remove(entry)
+                        break
 
     def _put(self, key: Hashable, entry: _Idle) -> None:
         with self._lock:
@@ -161,6 +213,7 @@ class WarmActorPool:
             self._closed = True
             entries = [e for q in self._idle.values() for e in q]
             self._idle.clear()
+            self._returning.clear()
             reaper = self._reaper
             self._lock.notify_all()
         for e in entries:

@@ -18,12 +18,13 @@ not import the ``atoll`` package.
 **Warm pool actors** (Ray islands, ``Materializer.ray`` with its warm pool). The actors the driver starts for
 a graph (``MapPool.prepare_on_driver``) are not always killed at the end: when the island's stage ended
 cleanly (completed, or cancelled by downstream), the island ``release()``s them instead of killing them, and
-when the graph has ended the driver's ``reset()`` drops their ``factory()`` instance and hands each to the
-materializer's warm pool (``WarmActorPool.add_fresh``) if it answered True: only an actor whose last island
-call was the release does (a restarted attempt that adopted it and called it again un-releases it); any other
+when the graph has ended the driver's ``reset()`` drops their ``factory()`` instance, and each goes into the
+materializer's warm pool at once (``WarmActorPool.add_fresh``) with that reset's answer as what ``take`` waits
+for; it serves a next graph only if it answered True (else it is taken out and killed): only an actor whose last
+island call was the release does (a restarted attempt that adopted it and called it again un-releases it); any other
 is killed then. An actor released with calls in flight (downstream cancelled) finishes them first: the release
-is the island's last call to it and one caller's calls run in order, so it joins the pool only once nothing of
-the old graph is left. The next graph with the same actor options takes it and ``init``s it with its own
+is the island's last call to it and one caller's calls run in order, so ``take`` hands it out only once nothing
+of the old graph is left. The next graph with the same actor options takes it and ``init``s it with its own
 ``factory``: the worker process is reused, ``factory()`` runs again (a model loads once per actor per graph,
 as before). An idle warm actor holds what it asked for: it waits ``WARM_IDLE_S`` (10 s) for the next graph
 with its options (less if the materializer's ``warm_idle_timeout`` is shorter), then it is killed; actors
@@ -107,9 +108,11 @@ class RayWorker:
             pass
 
     def give_back(self, pool, key) -> None:
-        """The graph ended (driver): ask the actor whether the island released it; once it answers, keep it
-        in ``pool`` if so, else kill it. Nothing here waits: the answer comes after the calls the island
-        sent before its release (one caller's calls run in order), so an actor in the pool has none left."""
+        """The graph ended (driver): ask the actor whether the island released it and put it in ``pool`` at once,
+        with that answer as what ``take`` waits for (the next graph, started right away, finds it); an actor that
+        answers no (or dies) is taken out and killed as soon as the answer comes. Nothing here waits: the answer
+        comes after the calls the island sent before its release (one caller's calls run in order), so an actor
+        handed out of the pool has none left."""
         if self.actor is None:
             return  # never created
         try:
@@ -118,15 +121,15 @@ class RayWorker:
             self.kill()
             return
         actor = self.actor
+        pool.add_fresh(key, actor, ref, idle_timeout=WARM_IDLE_S)  # a closed pool kills it
 
         def settle(fut) -> None:
             try:
                 ok = fut.result() is True
             except Exception:  # noqa: BLE001 - died meanwhile
                 ok = False
-            if ok:
-                pool.add_fresh(key, actor, None, idle_timeout=WARM_IDLE_S)  # a closed pool kills it
-            else:
+            if not ok:
+                pool.discard(key, actor)  # (taken meanwhile: ``take`` got the same answer and killed it)
                 self.kill()
 
         # the callback runs on a Ray thread: what it does (RPCs) goes from a thread of its own
