@@ -16,6 +16,11 @@ and reused by the next graph; the warm-up round fills the pool). The target (iss
 graph on, run() -> first element < 100 ms per island; after the warm materializer's ``shutdown()`` no
 island actor process may be left.
 
+*Back to back* (a third materializer, warm, its pool empty at first): ``BACK_TO_BACK`` graphs of 2 islands (``Source.range(0, 1000).island()`` into
+a fold), each started as soon as the previous one's future completed, without waiting for that graph to end (as a
+script running jobs one after the other does): the median and max ``run()`` and how many islands got a fresh actor
+(the previous graph's actors are still on their way back when its future completes; the pool waits for them).
+
 The reference is raw Ray: create k empty actors (``num_cpus=0``, as the islands) and call one method
 on each; the time until all answered is the floor any design that starts new actors pays (mostly new
 worker processes: on a small machine they start one after the other). One warm-up round, then the median
@@ -31,6 +36,7 @@ from ._common import (Options, Result, Table, actor_pids, fmt_secs, out, progres
                       wait_actors_gone)
 
 SIZES = (1, 4, 8)
+BACK_TO_BACK = 10  # graphs started one right after the other's result
 MIN_RUNS = 3  # full runs: at least this many rounds (a median of 1 says little)
 
 _raw_actor = None
@@ -80,6 +86,28 @@ def _atoll_once(mat, k: int, cold: bool, keep: int = 0) -> Dict[str, float]:
     return {"run_s": run_secs, "first_s": stamp - wall0, "head_s": head_secs, "islands": islands}
 
 
+def _back_to_back(mat, graphs: int) -> Dict[str, float]:
+    """``graphs`` 2-island graphs, each run as soon as the previous one's future completed: run() seconds and the
+    islands that did not get a warm actor (the first graph's two included: the pool starts empty)."""
+    import operator
+
+    from atoll import Keep, Sink, Source
+
+    pool = mat.warm_pool
+    runs = []
+    fresh = 0
+    for _ in range(graphs):
+        graph = Source.range(0, 1000).island().to_mat(Sink.fold(0, operator.add), Keep.right)
+        reused = pool.reused
+        t0 = time.perf_counter()
+        fut = graph.run(mat)
+        runs.append(time.perf_counter() - t0)
+        fresh += 2 - (pool.reused - reused)
+        if fut.result(timeout=120) != 499500:
+            raise RuntimeError("materialize: the back-to-back graph gave a wrong sum")
+    return {"run_median_s": statistics.median(runs), "run_max_s": max(runs), "fresh_islands": fresh}
+
+
 def _raw_once(k: int) -> float:
     import ray
 
@@ -127,6 +155,12 @@ def run(opts: Options) -> Result:
                         if x["islands"] not in (None, k):
                             res.ok = False
                             res.notes.append(f"{k} islands expected, the graph had {x['islands']}")
+            progress(f"materialize: {BACK_TO_BACK} graphs back to back")
+            b2b_mat = Materializer.ray()  # a pool of its own, empty at first (the warm one holds 8 idle actors)
+            try:
+                b2b = _back_to_back(b2b_mat, BACK_TO_BACK)
+            finally:
+                b2b_mat.shutdown()
         finally:
             cold_mat.shutdown()
             warm_mat.shutdown()
@@ -158,6 +192,9 @@ def run(opts: Options) -> Result:
     out(table.render())
     out("(medians over the timed rounds; 'first elem' = run() call -> first element at the sink island; cold: new "
         "actors per graph; warm: actors of the previous graphs reused)")
+    out(f"back to back: {BACK_TO_BACK} graphs of 2 islands, each run() as soon as the previous future completed: "
+        f"run() median {fmt_secs(b2b['run_median_s'])}, max {fmt_secs(b2b['run_max_s'])}; islands started on a fresh "
+        f"actor: {b2b['fresh_islands']} of {2 * BACK_TO_BACK} (2: the first graph's)")
     out(f"island actor processes left after both materializers' shutdown(): {left_after_shutdown}")
     if left_after_shutdown:
         res.ok = False
@@ -166,6 +203,7 @@ def run(opts: Options) -> Result:
     res.summary.update({f"islands_{r['islands']}_cold_first_element_s": r["cold_first_element_median_s"]
                         for r in res.rows})
     res.summary["actors_left_after_shutdown"] = left_after_shutdown
+    res.summary.update({f"back_to_back_{key}": value for key, value in b2b.items()})
     for note in res.notes:
         out(f"note: {note}")
     return res
