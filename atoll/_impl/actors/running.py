@@ -283,6 +283,12 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
         for island in free:
             self._dispose(island)
 
+    def _try_recover(self, record: _Island, cause: BaseException, stage_failure: bool) -> bool:
+        took_over = super()._try_recover(record, cause, stage_failure)
+        if took_over and self._pool is not None:
+            self._pool.returned(id(self))  # restarting, not ending: its next attempt must not wait for itself
+        return took_over
+
     def _finish(self) -> None:
         """The graph ended: the clean-ups give back or kill its actors (islands and ``map_pool``'s); then a
         ``WarmActorPool.take`` waiting for them looks again."""

@@ -115,7 +115,8 @@ class WarmActorPool:
                 self._returning.setdefault(token, time.monotonic() + self.RETURN_WAIT)
 
     def returned(self, token: int) -> None:
-        """Graph ``token`` has given back (or killed) its actors: ``take`` waits for it no longer."""
+        """Graph ``token`` has given back (or killed) its actors, or is not ending after all (it restarts): ``take``
+        waits for it no longer."""
         with self._lock:
             if self._returning.pop(token, None) is not None:
                 self._lock.notify_all()
