@@ -161,6 +161,30 @@ def test_take_waits_for_a_winding_down_graph_no_longer_than_return_wait():
         pool.shutdown()
 
 
+def test_a_graph_that_restarts_is_no_longer_waited_for():
+    """A graph marked as winding down (a future of it completed) whose island then fails and which restarts is not
+    ending after all: its next attempt's ``take`` must not wait for the graph itself."""
+    import types
+
+    from atoll._impl.actors.running import RayRunningGraph, _Island
+
+    pool = WarmActorPool(idle_timeout=60)
+    pool.RETURN_WAIT = 60.0
+    try:
+        record = _Island(0, "island-0", object(), {}, 0, "k")
+        graph = RayRunningGraph("g", [record], None, pool)
+        started = []
+        graph._recovery = types.SimpleNamespace(accepts=lambda stage_failure: True,
+                                                start=lambda old, cause: started.append(cause))
+        pool.returning(id(graph))
+        cause = RuntimeError("island lost")
+        assert graph._try_recover(record, cause, True)
+        assert started == [cause] and id(graph) not in pool._returning
+        assert pool.take("k") is None  # at once: nothing is winding down
+    finally:
+        pool.shutdown()
+
+
 def test_a_reused_actor_keeps_the_channel_protocol_exact(mat):
     """The demand-driven exchange of test_islands, on actors that served a graph before."""
     s, c, g, _ = run_switched(mat)
