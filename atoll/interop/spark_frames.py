@@ -319,13 +319,32 @@ def _local_timestamps(column: Any, unit: str, timezone: str) -> Optional[list]:
         any_second = pc.any(second).as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    values = local.to_numpy().tolist()  # numpy makes the datetimes ~30x faster than to_pylist
+    values = _naive_datetimes(local, unit)
     if not set(map(type, values)) <= _DATETIME_OR_NONE:  # beyond datetime's years numpy gives ints
         values = local.to_pylist()
     if any_second:
         for i, s in enumerate(second.to_pylist()):
             if s:
                 values[i] = values[i].replace(fold=1)
+    return values
+
+
+def _naive_datetimes(column: Any, unit: str) -> list:
+    """A naive timestamp column (s, ms or us) as ``datetime``\\ s (None for nulls), through numpy's ``datetime64``
+    (~30x faster than ``to_pylist``). Read from the values buffer, not with ``to_numpy()``: pyarrow imports pandas
+    for that (and for ``fill_null`` with a Python value, or a boolean ``to_numpy``), ~0.5 s in a fresh island
+    process, right on the way to a Spark source's first element."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not len(arr):
+        return []
+    data = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr), offset=arr.offset * 8)
+    values = data.astype(f"datetime64[{unit}]").tolist()
+    if arr.null_count:
+        for i in pc.indices_nonzero(arr.is_null()).to_pylist():
+            values[i] = None
     return values
 
 

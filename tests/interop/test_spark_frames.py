@@ -83,6 +83,37 @@ def test_arrow_to_rows_time_zone_conversion_keeps_fold_across_dst_changes():
         assert all(r["ts"].tzinfo is None for r in rows[:-1])
 
 
+def test_arrow_to_rows_zoned_timestamps_with_nulls_offsets_and_chunks_match_the_per_value_conversion():
+    utc = dt.timezone.utc
+    values = [dt.datetime(2024, 3, 31, 0, 30, tzinfo=utc) + dt.timedelta(minutes=37 * i) for i in range(40)]
+    arr = pa.array([None if i % 7 == 3 else v for i, v in enumerate(values)], pa.timestamp("ms", tz="UTC"))
+    column = pa.chunked_array([arr.slice(5, 20), arr.slice(25, 15)])  # two chunks, each at an offset
+    rows = arrow_to_rows(pa.table({"ts": column}), timezone="Europe/Paris")
+    expected = [None if v is None else _per_row(v, "Europe/Paris") for v in column.to_pylist()]
+    assert None in expected and [r["ts"] for r in rows] == expected
+
+
+def test_arrow_to_rows_of_zoned_timestamps_imports_no_pandas(tmp_path):
+    """pyarrow imports pandas for a timestamp column's ``to_numpy()`` (~0.5 s in a fresh island process, on the way
+    to a Spark source's first element): the conversion reads the values buffer instead. A fresh process reads an
+    Arrow file (as an island gets a partition) and converts it."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "ts.arrow")
+    table = pa.table({"ts": pa.array([0, 1_000, None, 1_767_225_600_000_000], pa.timestamp("us", tz="UTC")),
+                      "n": pa.array([1, 2, 3, 4])})
+    with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, table.schema) as writer:
+        writer.write_table(table)
+    code = ("import sys, pyarrow as pa\n"
+            "from atoll.interop.spark_frames import arrow_to_rows\n"
+            f"rows = arrow_to_rows(pa.ipc.open_file(pa.memory_map({path!r})).read_all(), timezone='Europe/Paris')\n"
+            "print(len(rows), rows[2]['ts'], rows[3]['ts'], 'pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["4", "None", "2026-01-01", "01:00:00", "False"]
+
+
 def test_arrow_to_rows_column_by_column_keeps_key_order_types_and_odd_tables():
     table = pa.table({"b": pa.array([1, None], pa.int64()), "a": pa.array(["x", "y"]),
                       "bin": pa.array([b"1", None], pa.binary()),
