@@ -16,10 +16,11 @@ and reused by the next graph; the warm-up round fills the pool). The target (iss
 graph on, run() -> first element < 100 ms per island; after the warm materializer's ``shutdown()`` no
 island actor process may be left.
 
-*Back to back* (a third materializer, warm, its pool empty at first): ``BACK_TO_BACK`` graphs of 2 islands (``Source.range(0, 1000).island()`` into
-a fold), each started as soon as the previous one's future completed, without waiting for that graph to end (as a
-script running jobs one after the other does): the median and max ``run()`` and how many islands got a fresh actor
-(the previous graph's actors are still on their way back when its future completes; the pool waits for them).
+*Back to back* (a third materializer, warm, its pool empty at first): ``BACK_TO_BACK`` graphs of 2 islands
+(``Source.range(0, 1000).island()`` into a fold), each started as soon as the previous one's future completed,
+without waiting for that graph to end (as a script running jobs one after the other does): the median and max
+``run()`` and how many islands got a fresh actor (the previous graph's actors are still on their way back when its
+future completes; the pool waits for them).
 
 The reference is raw Ray: create k empty actors (``num_cpus=0``, as the islands) and call one method
 on each; the time until all answered is the floor any design that starts new actors pays (mostly new
