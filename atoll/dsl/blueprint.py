@@ -64,7 +64,9 @@ class Blueprint:
 
     def island(self: B, **ray_actor_options: Any) -> B:
         """Close an island here (Pekko's ``.async``): everything composed so far runs in its own
-        island, with these Ray actor options (``num_cpus``, ``resources``, ``name`` ...)."""
+        island: ``name`` names it (``graph.islands()``, progress, console, metrics, errors, ``kill_island``), the other
+        options are its Ray actor's (``num_cpus``, ``num_gpus``, ``resources``, ``scheduling_strategy`` ...). The
+        actor is not a Ray named actor: the blueprint can run many times at once, and warm actors are reused."""
         return self.add_attributes(Attributes.async_boundary(**ray_actor_options))
 
     def async_boundary(self: B, **ray_actor_options: Any) -> B:

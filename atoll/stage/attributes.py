@@ -75,7 +75,10 @@ class SupervisionStrategy(Attribute):
         self.decider = decider
 
 
-#: Ray actor options an island boundary may carry (``.island(**options)``).
+#: Options an island boundary may carry (``.island(**options)``): ``name`` names the island (in ``islands()``, progress
+#: lines, the console, metrics, errors and ``kill_island``); the others are Ray actor options of its actor. An island's
+#: actor is not a Ray named actor (a blueprint may run many times at once, and actors are reused), so there is no
+#: ``namespace``.
 ISLAND_OPTIONS = frozenset(
     {
         "num_cpus",
@@ -84,7 +87,6 @@ ISLAND_OPTIONS = frozenset(
         "resources",
         "scheduling_strategy",
         "name",
-        "namespace",
         "runtime_env",
         "accelerator_type",
         "label_selector",
@@ -93,7 +95,7 @@ ISLAND_OPTIONS = frozenset(
 
 
 class AsyncBoundary(Attribute):
-    """Marks an island boundary (Pekko's ``.async``) and carries the island's Ray actor options."""
+    """Marks an island boundary (Pekko's ``.async``) and carries the island's name and its actor's Ray options."""
 
     __slots__ = ("options",)
 

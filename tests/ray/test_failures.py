@@ -8,6 +8,7 @@ import ray
 
 from atoll import Keep, KillSwitches, Sink, Source
 from atoll.errors import IslandDiedError
+from atoll.testkit.chaos import kill_island
 
 from ray_helpers import wait_no_island_actors, wait_received
 
@@ -139,7 +140,7 @@ def test_killed_island_actor_becomes_island_died_error(rmat):
         .run(rmat)
     )
     time.sleep(0.3)
-    ray.kill(ray.get_actor("atoll-test-victim"), no_restart=True)
+    kill_island(rmat.running_graphs()[-1], "atoll-test-victim")  # its actor, found by the island's name
     with pytest.raises(IslandDiedError, match="atoll-test-victim"):
         term.result(15)
     with pytest.raises(IslandDiedError, match="atoll-test-victim"):

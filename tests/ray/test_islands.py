@@ -71,8 +71,8 @@ def test_islands_are_actors_with_their_options(rmat):
     src = infos["atoll-test-source"]
     assert src["options"] == {"name": "atoll-test-source", "num_cpus": 0.5}
     assert src["state"] == "running" and src["node_id"] == ray.get_runtime_context().get_node_id()
-    named = ray.get_actor("atoll-test-source")
-    assert named is not None
+    with pytest.raises(ValueError, match="atoll-test-source"):  # the island's name, not a Ray actor name
+        ray.get_actor("atoll-test-source")
     switch.shutdown()
     done.result(10)
     assert graph.wait(10)

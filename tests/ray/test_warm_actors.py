@@ -315,16 +315,21 @@ def test_actors_with_other_options_are_not_shared(mat):
     assert mat.warm_pool.idle_count() == 3
 
 
-def test_a_named_island_is_not_pooled_but_the_others_are(mat):
-    s, c, g, ids = run_switched(mat, island_options={"name": "warm-test-named"})
-    named = [i.actor._actor_id.hex() for i in g._islands if i.pool_key is None]
-    assert len(named) == 1
-    stop(s, c, g)
-    assert mat.warm_pool.idle_count() == 1  # the unnamed outer island's actor
-    wait_until(lambda: named[0] not in alive_ids(), what="the named island's actor to be killed")
-    s2, c2, g2, ids2 = run_switched(mat, island_options={"name": "warm-test-named"})  # its name is free again
-    assert len(set(ids2) & set(ids)) == 1
-    stop(s2, c2, g2)
+def test_a_blueprint_with_a_named_island_runs_twice_at_once_and_its_actors_are_pooled(mat):
+    """``name`` names the island, not its actor: a Ray actor name is unique in the cluster, so two materializations
+    of one blueprint with a named island failed (Ray's "name already taken") and the named island's actor was never
+    reused. Now both run side by side, each shows the name, and all four actors go back to the pool."""
+    named = {"name": "warm-test-named"}
+    s1, c1, g1, ids1 = run_switched(mat, island_options=named)
+    s2, c2, g2, ids2 = run_switched(mat, island_options=named)  # the same blueprint's island, while the first runs
+    assert not set(ids1) & set(ids2)
+    for g in (g1, g2):
+        assert sorted(i["name"] for i in g.islands()) == sorted(["warm-test-named", f"{g.name}-island-0"])
+    assert stop(s1, c1, g1) > 0 and stop(s2, c2, g2) > 0
+    assert mat.warm_pool.idle_count() == 4
+    s3, c3, g3, ids3 = run_switched(mat, island_options=named)
+    assert set(ids3) <= set(ids1) | set(ids2) and mat.warm_pool.reused == 2
+    stop(s3, c3, g3)
 
 
 def test_without_reuse_every_actor_is_gone_when_the_graph_ends(ray_session):

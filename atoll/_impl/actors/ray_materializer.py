@@ -202,7 +202,10 @@ class RayMaterializer(Materializer):
         return self._default_actor_options(phase.options)
 
     def _default_actor_options(self, island_options: Dict[str, Any]) -> Dict[str, Any]:
-        opts = dict(island_options)
+        """The Ray actor options of an island: its ``.island(...)`` options with the defaults, less ``name``, which
+        names the island, not the actor. A Ray name is unique in the cluster: a blueprint with a named island could
+        not run twice at once, and its actor could never be reused from the warm pool."""
+        opts = {k: v for k, v in island_options.items() if k != "name"}
         opts.setdefault("num_cpus", self.settings.default_num_cpus)
         opts.setdefault("max_restarts", 0)
         opts.setdefault("max_task_retries", 0)

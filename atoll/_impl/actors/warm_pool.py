@@ -41,9 +41,7 @@ def idle_actor_ids() -> set:
 
 def pool_key(options: Dict[str, Any]) -> Optional[Hashable]:
     """The pool key of actor ``options``: equal options share actors. None (never pooled) when an option
-    cannot be compared by value (a ``name``d actor is also never pooled: Ray names are unique)."""
-    if "name" in options:
-        return None
+    cannot be compared by value. (Island actors carry no Ray ``name``: an island's name is not its actor's.)"""
     try:
         return pickle.dumps(sorted(options.items()), protocol=5)
     except Exception:  # noqa: BLE001 - e.g. a scheduling strategy holding a handle: no reuse
