@@ -8,7 +8,9 @@ Spark, then an infinite graph stopped from the driver with a kill switch.
    model once; the *aggregate* island stamps the events with their click time and counts them per user in
    1-minute tumbling event-time windows (with the mean propensity); ``Sink.to_spark`` hands the windows back
    to Spark as a DataFrame, whose top rows are printed with the throughput, the window counters (late events,
-   open windows) and the model pool's figures (actors, in-flight bound, restarts).
+   open windows) and the model pool's figures (actors, in-flight bound, restarts). ``--model-actors 0`` scores the
+   events in the enrich island itself instead (batches of ``MODEL_BATCH``, no pool): the demo's graph as it was
+   before the model pool, with the same scores.
 3. ``Source.repeat`` feeds an infinite graph across two islands; the driver stops it with a kill switch and
    prints how long the stop took and how many island actors are left running (none; the pooled ones idle).
 4. The Spark job once more with checkpoints every 0.5 s; its aggregate island's actor is killed mid-run, the graph
@@ -144,18 +146,22 @@ def _wait_islands_gone(graph, timeout: float = 10.0) -> int:
 AGGREGATE_ISLAND = "atoll-demo-aggregate"
 
 
-def user_windows(events, sink, combine=Keep.both):
-    """The demo's graph: Spark rows -> enrich island (parse, then the model on a pool of Ray actors) -> aggregate
-    island (per-user 1-minute windows, then ``sink``). Two islands: the sink runs in the aggregate island (an island
-    of its own would be one more Ray worker process to start, and one more channel). Materializes
-    ``combine((PoolControl, WindowStats), sink's value)``.
+def user_windows(events, sink, combine=Keep.both, model_actors: int = MODEL_ACTORS):
+    """The demo's graph: Spark rows -> enrich island (parse, then the model on a pool of ``model_actors`` Ray actors)
+    -> aggregate island (per-user 1-minute windows, then ``sink``). Two islands: the sink runs in the aggregate
+    island (an island of its own would be one more Ray worker process to start, and one more channel). Materializes
+    ``combine((PoolControl, WindowStats), sink's value)``; with ``model_actors=0`` the enrich island scores each
+    batch of ``MODEL_BATCH`` events itself and the first value is None.
 
     The pool actors ask for half a CPU each: Spark's executor holds one of a laptop's CPUs, the islands none."""
+    if model_actors:
+        model = Flow().map_pool(PropensityModel, size=model_actors, batch_size=MODEL_BATCH, num_cpus=0.5)
+    else:
+        model = Flow().grouped(MODEL_BATCH).map_concat(PropensityModel()).map_materialized_value(lambda _: None)
     return (
         Source.from_spark(events)
         .map(enrich)
-        .via_mat(Flow().map_pool(PropensityModel, size=MODEL_ACTORS, batch_size=MODEL_BATCH, num_cpus=0.5),
-                 Keep.right)
+        .via_mat(model, Keep.right)
         .island(name="atoll-demo-enrich")
         .with_timestamps(lambda e: e["ts_ms"], max_out_of_orderness=5_000)
         .via_mat(Flow().tumbling_window(60_000, key=lambda e: e["user_id"], aggregate=CLICKS), Keep.both)
@@ -165,22 +171,27 @@ def user_windows(events, sink, combine=Keep.both):
     )
 
 
-def spark_job(mat, spark, n: int) -> Dict[int, int]:
+def spark_job(mat, spark, n: int, model_actors: int = MODEL_ACTORS) -> Dict[int, int]:
     events = click_events(spark, n)
     print(f"Spark: {n:,} click events in {events.rdd.getNumPartitions()} partitions", flush=True)
     t0 = time.perf_counter()
-    (pool, stats), windows_df = user_windows(events, Sink.to_spark(WINDOWS_SCHEMA)).run(mat)
+    (pool, stats), windows_df = user_windows(events, Sink.to_spark(WINDOWS_SCHEMA), model_actors=model_actors).run(mat)
     graph = mat.running_graphs()[-1]
     actors = 0
     with progress(graph, interval=1.0, out=sys.stdout, label="spark job", total=n):  # Spark knows n rows
         while not futures.wait([windows_df], timeout=0.25).done:
-            actors = max(actors, pool.size())  # the pool's live size (0 once the stage stopped)
+            if pool is not None:
+                actors = max(actors, pool.size())  # the pool's live size (0 once the stage stopped)
         df = windows_df.result()
     dt = time.perf_counter() - t0
     print(f"Spark -> Atoll -> Spark: {n:,} events in {dt:.1f}s ({n / dt:,.0f} events/s)")
-    print(f"model: map_pool(PropensityModel, size={MODEL_ACTORS}, batch_size={MODEL_BATCH}) scored every event "
-          f"on {actors} Ray actors (at most {MODEL_ACTORS * 2 * MODEL_BATCH:,} events held by the stage; "
-          f"actors restarted: {pool.restarts()})")
+    if pool is None:
+        print(f"model: PropensityModel scored every event in the enrich island, in batches of {MODEL_BATCH:,} "
+              "(--model-actors 0: no pool)")
+    else:
+        print(f"model: map_pool(PropensityModel, size={model_actors}, batch_size={MODEL_BATCH}) scored every event "
+              f"on {actors} Ray actors (at most {model_actors * 2 * MODEL_BATCH:,} events held by the stage; "
+              f"actors restarted: {pool.restarts()})")
     counters = stats.snapshot()
     print(f"per-user 1-minute event-time windows: a Spark DataFrame of {df.count():,} rows "
           f"(late events dropped: {counters['late_dropped']}, windows left open: {counters['open_windows']}); "
@@ -195,7 +206,8 @@ def _add_user_events(acc: Dict[int, int], row: Dict[str, Any]) -> Dict[int, int]
     return acc
 
 
-def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> Optional[bool]:
+def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None,
+                 model_actors: int = MODEL_ACTORS) -> Optional[bool]:
     """The Spark job again, checkpointed every 0.5 s, with its aggregate island killed once mid-run: the graph
     restarts from its last checkpoint on new actors and its per-user counts equal the failure-free run's.
     Returns whether they did (None when the graph ended before it could be killed)."""
@@ -208,7 +220,7 @@ def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None) -> O
     mat = Materializer.ray(address=address, checkpoint=CheckpointSettings(
         interval=0.5, storage=storage, restart=RestartPolicy(max_restarts=2, backoff=0.1)))
     try:
-        counts = (user_windows(click_events(spark, n), Sink.fold({}, _add_user_events), Keep.right)
+        counts = (user_windows(click_events(spark, n), Sink.fold({}, _add_user_events), Keep.right, model_actors)
                   .run(mat, name="atoll-demo-recovery"))
         graph = mat.running_graph("atoll-demo-recovery")
         seen = 0
@@ -257,7 +269,7 @@ def kill_switch_job(mat) -> None:
     warm = mat.warm_pool.idle_count() if mat.warm_pool is not None else 0
     print(f"infinite graph: stopped by the kill switch after {n:,} elements; stop took {stop * 1000:.0f} ms; "
           f"island actors left running: {alive}" + ("" if alive else f" (ended {gone * 1000:.0f} ms after shutdown"
-                                                    f"; {warm} actors kept warm for the next graph, islands and model pool)"))
+                                                    f"; {warm} actors kept warm for the next graph)"))
 
 
 def main(argv=None) -> int:
@@ -269,9 +281,14 @@ def main(argv=None) -> int:
                         help="serve the live console on PORT (default 8266) while the demo runs")
     parser.add_argument("--console-wait", type=float, default=0.0, metavar="S",
                         help="with --console: keep serving S seconds after the jobs (to look at the ended graphs)")
+    parser.add_argument("--model-actors", type=int, default=MODEL_ACTORS, metavar="N",
+                        help=f"Ray actors of the model pool (default {MODEL_ACTORS}); 0 scores the events in the enrich "
+                             "island itself, without a pool")
     args = parser.parse_args(argv)
     if args.events < 1:
         parser.error("--events must be >= 1")
+    if args.model_actors < 0:
+        parser.error("--model-actors must be >= 0")
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     t0 = time.perf_counter()
@@ -299,9 +316,9 @@ def main(argv=None) -> int:
         server = console.serve(port=args.console, host="0.0.0.0")
         print(f"console: http://localhost:{server.port}/", flush=True)
     try:
-        per_user = spark_job(mat, spark, args.events)
+        per_user = spark_job(mat, spark, args.events, args.model_actors)
         kill_switch_job(mat)
-        recovery_job(spark, args.events, per_user, args.address)
+        recovery_job(spark, args.events, per_user, args.address, args.model_actors)
         if server is not None and args.console_wait > 0:
             print(f"console: serving {args.console_wait:.0f} s more", flush=True)
             time.sleep(args.console_wait)
