@@ -9,8 +9,8 @@ Spark, then an infinite graph stopped from the driver with a kill switch.
    1-minute tumbling event-time windows (with the mean propensity); ``Sink.to_spark`` hands the windows back
    to Spark as a DataFrame, whose top rows are printed with the throughput, the window counters (late events,
    open windows) and the model pool's figures (actors, in-flight bound, restarts). ``--model-actors 0`` scores the
-   events in the enrich island itself instead (batches of ``MODEL_BATCH``, no pool): the demo's graph as it was
-   before the model pool, with the same scores.
+   events in the enrich island itself instead (batches of ``MODEL_BATCH``, the same scores, no pool actors: the
+   enrich + aggregate islands alone, the graph's shape before the model pool came).
 3. ``Source.repeat`` feeds an infinite graph across two islands; the driver stops it with a kill switch and
    prints how long the stop took and how many island actors are left running (none; the pooled ones idle).
 4. The Spark job once more with checkpoints every 0.5 s; its aggregate island's actor is killed mid-run, the graph
