@@ -282,8 +282,8 @@ def main(argv=None) -> int:
     parser.add_argument("--console-wait", type=float, default=0.0, metavar="S",
                         help="with --console: keep serving S seconds after the jobs (to look at the ended graphs)")
     parser.add_argument("--model-actors", type=int, default=MODEL_ACTORS, metavar="N",
-                        help=f"Ray actors of the model pool (default {MODEL_ACTORS}); 0 scores the events in the enrich "
-                             "island itself, without a pool")
+                        help=f"Ray actors of the model pool (default {MODEL_ACTORS}); 0 scores the events in the "
+                             "enrich island itself, without a pool")
     args = parser.parse_args(argv)
     if args.events < 1:
         parser.error("--events must be >= 1")
