@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from ._common import Options, Result, Table, fmt_rate, fmt_ratio, out
+from ._common import Options, Result, Table, fmt_rate, fmt_ratio, out, progress
 from .baseline_tree import BASELINE_REV, REPO, alternate
 
 N = 300_000
@@ -69,7 +69,9 @@ def run(opts: Options) -> Result:
     def measure(tree: str) -> Dict[str, Dict[str, float]]:
         if tree != REPO:
             return {BASELINE_REV: run_demo(tree, n)}
-        return {"this-tree": run_demo(tree, n), NO_POOL: run_demo(tree, n, ("--model-actors", "0"))}
+        pooled = run_demo(tree, n)
+        progress(f"demo (n={n:,}) on {NO_POOL}")  # (``alternate`` announced this tree's first run only)
+        return {"this-tree": pooled, NO_POOL: run_demo(tree, n, ("--model-actors", "0"))}
 
     try:
         for each in alternate(rounds, measure, f"demo (n={n:,})").values():
