@@ -199,6 +199,8 @@ class SparkSource(SourceStage):
 
             parts = OnDemandPartitions(self.df, prefetch=self.prefetch_partitions, remote=ctx.remote)
             ctx.on_end(parts.close)
+            if ctx.remote:  # the Spark side is prepared while the island actors start: the plans wait for it
+                ctx.before_plans_sent(parts.prepared)
             reader = _PartitionReader(parts.client.tables, self.fmt, self.max_rows, parts.timezone, digest=True)
             prefetch = 1  # one converted slice ahead: the partitions ahead are Spark's prefetch
         # replayable: a restore recomputes (or re-fetches from the cache) the partitions and skips the rows

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 class DriverContext:
     """What ``prepare_on_driver`` sees: the materializer, and where to register clean-ups."""
 
-    __slots__ = ("materializer", "remote", "_on_end", "_on_abort", "_on_islands_created", "holds", "phase")
+    __slots__ = ("materializer", "remote", "_on_end", "_on_abort", "_on_islands_created", "_before_plans", "holds",
+                 "phase")
 
     def __init__(self, materializer: Any, remote: bool):
         self.materializer = materializer
@@ -29,6 +30,7 @@ class DriverContext:
         self._on_end: List[Callable[[], None]] = []
         self._on_abort: List[Callable[[], None]] = []
         self._on_islands_created: List[Callable[[], None]] = []
+        self._before_plans: List[Callable[[], None]] = []
         #: island holds taken during this materialization (bound by the materializer when the graph runs)
         self.holds: List["IslandHold"] = []
         #: the island phase of the stage being prepared
@@ -54,11 +56,19 @@ class DriverContext:
         actors created here start after the islands' (``map_pool``'s driver-started pool actors)."""
         self._on_islands_created.append(fn)
 
+    def before_plans_sent(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` after the ``on_islands_created`` callbacks, just before the plans are sent (remote
+        materializers): a stage whose driver-side preparation goes on while the island actors start (the
+        Spark side of ``Source.from_spark``) waits for it here; an exception fails the materialization."""
+        self._before_plans.append(fn)
+
     def islands_created(self) -> None:
         """The materializer's side: the island actors exist; run (and forget) the ``on_islands_created``
-        callbacks. An exception propagates: materialization fails (and ``abort`` runs the clean-ups)."""
+        callbacks, then the ``before_plans_sent`` ones. An exception propagates: materialization fails (and
+        ``abort`` runs the clean-ups)."""
         fns, self._on_islands_created = self._on_islands_created, []
-        for fn in fns:
+        later, self._before_plans = self._before_plans, []
+        for fn in fns + later:
             fn()
 
     def on_abort(self, fn: Callable[[], None]) -> None:
@@ -71,6 +81,7 @@ class DriverContext:
         self._on_end.clear()
         self._on_abort.clear()
         self._on_islands_created.clear()
+        self._before_plans.clear()
         return fns
 
     def abort(self) -> None:
@@ -83,6 +94,7 @@ class DriverContext:
         self._on_abort.clear()
         self._on_end.clear()
         self._on_islands_created.clear()
+        self._before_plans.clear()
 
 
 class IslandHold:

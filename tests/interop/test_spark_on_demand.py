@@ -9,7 +9,7 @@ import ray
 import ray.cloudpickle
 
 from atoll import Materializer, Sink, Source
-from atoll.interop.spark_on_demand import JOB_GROUP_PREFIX, OnDemandPartitions, SparkJobError
+from atoll.interop.spark_on_demand import JOB_GROUP_PREFIX, OnDemandPartitions, SparkJobError, running_hub
 from atoll.testkit import TestSink, assert_all_stages_stopped
 from .interop_helpers import wait_until
 
@@ -111,6 +111,64 @@ def test_a_failing_spark_job_fails_the_graph_with_sparks_message(spark, anymat):
     assert "partition 5" in str(info.value)
     assert wait_no_active_jobs(sc) == []
     assert wait_until(lambda: persistent_rdds(sc) == cached)
+
+
+def test_on_ray_the_spark_side_is_prepared_while_the_island_actors_start(spark, anymat, monkeypatch):
+    """Ray islands: the Arrow RDD is planned on a driver thread after the island actors were created (their worker
+    processes start meanwhile) and before their plans are sent; in-process islands: within ``run()`` itself."""
+    from atoll.materializer import driver_prep
+
+    created, seen = threading.Event(), {}
+    islands_created = driver_prep.DriverContext.islands_created
+    prepare = OnDemandPartitions._prepare
+
+    def after_islands(self):
+        created.set()
+        islands_created(self)
+
+    def watched_prepare(self):
+        seen["on_run_thread"] = threading.get_ident() == run_thread
+        seen["islands_were_created"] = created.wait(60) if not seen["on_run_thread"] else created.is_set()
+        prepare(self)
+
+    monkeypatch.setattr(driver_prep.DriverContext, "islands_created", after_islands)
+    monkeypatch.setattr(OnDemandPartitions, "_prepare", watched_prepare)
+    run_thread = threading.get_ident()
+    rows = Source.from_spark(spark.range(0, 40, numPartitions=4)).run_with(Sink.seq(), anymat).result(120)
+    assert rows == [{"id": i} for i in range(40)]
+    remote = anymat.__class__.__name__ != "LocalMaterializer"
+    assert seen == ({"on_run_thread": False, "islands_were_created": True} if remote else
+                    {"on_run_thread": True, "islands_were_created": False})
+
+
+def test_a_spark_side_that_cannot_be_prepared_fails_run_and_leaves_nothing(spark, anymat, monkeypatch):
+    def cannot_plan(self):
+        raise RuntimeError("cannot plan this DataFrame")
+
+    sc = spark.sparkContext
+    before, cached = last_job_id(sc), persistent_rdds(sc)
+    alive_islands = _alive_island_actors()
+    monkeypatch.setattr(OnDemandPartitions, "_prepare", cannot_plan)
+    with pytest.raises(RuntimeError, match="cannot plan this DataFrame"):
+        Source.from_spark(spark.range(0, 40, numPartitions=4)).run_with(Sink.seq(), anymat)
+    assert from_spark_jobs(sc, before) == []
+    assert persistent_rdds(sc) == cached
+    assert wait_until(lambda: _alive_island_actors() <= alive_islands, 30)
+    hub = running_hub()
+    if hub is not None:  # the source's mailbox was closed with it
+        assert ray.get(hub.open_keys.remote()) == 0
+
+
+def _alive_island_actors() -> set:
+    """Ids of the island actors alive in the Ray cluster that are not idle in a warm pool (from the GCS: these tests'
+    Ray has no dashboard for ``ray.util.state``)."""
+    from ray._private import state
+
+    from atoll._impl.actors.warm_pool import idle_actor_ids
+
+    alive = {key for key, info in state.actors().items()
+             if info["ActorClassName"].endswith("IslandActor") and info["State"] == "ALIVE"}
+    return alive - set(idle_actor_ids())
 
 
 def test_bad_arguments_fail_when_built(spark):
