@@ -78,6 +78,19 @@ def test_islands_are_actors_with_their_options(rmat):
     assert graph.wait(10)
 
 
+def test_island_actors_collect_cyclic_garbage_less_often(rmat):
+    """An island actor's process runs the cyclic collector at ``ISLAND_GC_THRESHOLD`` (its own process: the
+    driver's thresholds stay as they were)."""
+    import gc
+
+    from atoll._impl.actors.island_actor import ISLAND_GC_THRESHOLD
+
+    driver = gc.get_threshold()
+    seen = Source.single(0).map(lambda _: gc.get_threshold()).island().run_with(Sink.head(), rmat).result(60)
+    assert tuple(seen) == ISLAND_GC_THRESHOLD != driver
+    assert gc.get_threshold() == driver
+
+
 def test_materialized_values_reach_the_driver(rmat):
     (switch, term), total = (
         Source.range(0, 10)

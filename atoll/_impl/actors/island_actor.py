@@ -18,6 +18,7 @@ channel and no generation to act on.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import threading
@@ -52,6 +53,15 @@ from .refs import RemotePublisherRef, RemoteSubscriberRef
 from .portable import portable_exception
 
 log = logging.getLogger("atoll.actor")
+
+#: The cyclic garbage collector's thresholds in an island actor's process (``gc.set_threshold``; CPython's default
+#: is (700, 10, 10)). An island allocates and drops containers by the hundred thousand a second (rows, lists of a
+#: chunk, a map_pool's held elements, Ray's deserialized replies): with the default a young collection ran every 700
+#: of them, each walking the elements still held: the demo's warm runs went from ~80 k to ~90 k events/s with it.
+#: What it costs: up to 10,000 young container objects wait for a collection (garbage without cycles is still freed
+#: at once, by reference counting). The process is Atoll's own (a Ray worker hosting islands): no user process's
+#: collector is changed.
+ISLAND_GC_THRESHOLD = (10_000, 10, 10)
 
 
 class _ActorContextMaterializer:
@@ -93,6 +103,7 @@ class IslandActor:
         import sys
 
         sys.setswitchinterval(switch_interval)
+        gc.set_threshold(*ISLAND_GC_THRESHOLD)
         self.name = name
         self.host: Optional[ThreadHost] = None
         self.outputs: Dict[int, OutputBoundary] = {}
