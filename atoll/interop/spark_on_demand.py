@@ -25,14 +25,15 @@ partition ``i``; a driver thread takes the requests and runs each partition's jo
 ``prefetch_partitions`` threads (jobs of one source run concurrently, in the job group :attr:`job_group`). The
 jobs of the first ``prefetch_partitions`` partitions, which the island asks for whatever its demand, start when
 the graph is materialized instead, one after the other, while the island starts (the first element arrives
-sooner); each partition's job runs once. With Ray islands even the Spark side's preparation (the Arrow RDD, which a
-new session's driver JVM took ~0.6 s to plan) runs in the background while the island actors start: their plans are
-sent once it is done (``DriverContext.before_plans_sent``; its error fails the materialization, as before). In the
-demo (cold, 2 cores) the stream's first element came ~0.3 s sooner (4.21 -> 3.89 s, three runs each), not the
-0.8 s the actors used to wait: the JVM and the starting worker processes then share the cores. With Ray islands the mailboxes of all of a driver's sources live in one
-long-lived actor (:class:`MailboxHub`, started with the Spark session), so a graph run starts no actor of its own. So at
-most ``prefetch_partitions + 1`` partitions have been computed beyond what downstream has taken (the one being
-emitted and those asked ahead), and Ray holds at most two of them plus the channel buffers.
+sooner); each partition's job runs once. With Ray islands even the Spark side's preparation (the Arrow RDD, which
+a new session's driver JVM took ~0.6 s to plan) runs in the background while the island actors start: their
+plans are sent once it is done (``DriverContext.before_plans_sent``; its error fails the materialization, as
+before). In the demo (cold, 2 cores) the stream's first element came ~0.3 s sooner (4.21 -> 3.89 s, three runs
+each), not the 0.8 s the actors used to wait: the JVM and the starting worker processes share the cores. With
+Ray islands the mailboxes of all of a driver's sources live in one long-lived actor (:class:`MailboxHub`, started
+with the Spark session), so a graph run starts no actor of its own. So at most ``prefetch_partitions + 1``
+partitions have been computed beyond what downstream has taken (the one being emitted and those asked ahead), and
+Ray holds at most two of them plus the channel buffers.
 
 Measured (tests/interop/test_spark_on_demand.py): with one element requested from a DataFrame of 64 partitions,
 Spark ran tasks for 3 partitions (3 single-task jobs). A DataFrame of 4x the object store's size (400 MiB through
@@ -491,7 +492,9 @@ class OnDemandPartitions:
             except BaseException:
                 self._pool.shutdown(wait=False)
                 raise
-            self._start()
+            first = self._start()
+            if first:
+                self._pool.submit(self._compute_each, first)
 
     def _prepare(self) -> None:
         """The Spark side of the source: the DataFrame's Arrow-batch RDD (planned by the driver's JVM, ~0.6 s
@@ -511,22 +514,22 @@ class OnDemandPartitions:
         except BaseException as e:  # noqa: BLE001 - raised by ``prepared()`` (materialization fails with it)
             self.client.failed(e)
             return
-        self._start()
+        self._compute_each(self._start())  # (on this pool thread: the first partitions' jobs, one after the other)
 
-    def _start(self) -> None:
+    def _start(self) -> List[int]:
         """Serve the island's requests. The island asks for the first ``prefetch`` partitions as soon as it
         starts, whatever its demand: their jobs start now, while the island starts, one after the other
         (partition 0 first: run at once they share the executors' cores and the first element waits for
         both), and the island's first request for each is not served twice. Only the first: an island of a
-        restarted attempt (recovery) asks for them again, and its requests are served as any other."""
+        restarted attempt (recovery) asks for them again, and its requests are served as any other. Returns
+        those first partitions, for the caller to compute (none once closed)."""
         first = list(range(min(self.prefetch, self.client.num_partitions)))
         with self._lock:
             if self._closed:
-                return
+                return []
             self._prestarted = set(first)
             self._thread.start()
-        if first:
-            self._pool.submit(self._compute_each, first)
+        return first
 
     def prepared(self) -> None:
         """Wait until the Spark side is prepared; raises the error that failed it (e.g. Spark's analysis error).
