@@ -237,6 +237,7 @@ def recovery_job(spark, n: int, failure_free: Dict[int, int], address=None,
             time.sleep(0.01)
         back = time.perf_counter() - t0
         got = counts.result(300)
+        graph.wait(60)  # ended (its checkpoints deleted with it) before the storage is removed below
         same = got == failure_free
         print(f"recovery: killed island {AGGREGATE_ISLAND} after ~{seen:,} events; restarted from checkpoint "
               f"{at.id} in {back:.1f}s (restarts: {graph.restarts}); per-user counts equal to the failure-free "

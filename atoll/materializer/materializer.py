@@ -172,10 +172,15 @@ class Materializer(ABC):
         return self._shutdown
 
     def shutdown(self, cause: Optional[BaseException] = None) -> None:
-        """Refuse new graphs and cancel the running ones."""
+        """Refuse new graphs and cancel the running ones. Their checkpoint coordinators have stopped when it
+        returns (a checkpoint in progress abandoned): nothing writes to a checkpoint storage after it, so the
+        storage may be removed then."""
         self._shutdown = True
-        for g in self.running_graphs():
+        graphs = self.running_graphs()
+        for g in graphs:
             g.cancel(cause)
+        for g in graphs:
+            g.stop_checkpoints()
 
 
 _default: Optional[Materializer] = None

@@ -98,6 +98,13 @@ class RunningGraphBase(ABC):
         self._coordinator = coordinator
         self._checkpoint_settings = settings
 
+    def stop_checkpoints(self) -> None:
+        """Take no more checkpoints (the materializer shuts down): returns once the coordinator's thread has ended,
+        the checkpoint in progress abandoned or, if it was being written, written. Idempotent; nothing to do for
+        a graph without checkpoints."""
+        if self._coordinator is not None:
+            self._coordinator.stop()
+
     def _end_checkpoints(self, succeeded: bool) -> None:
         coordinator = self._coordinator
         coordinator.stop()  # handles the islands' last reports first

@@ -186,6 +186,22 @@ def test_interval_checkpoints_run_by_themselves(tmp_path):
     mat.shutdown()
 
 
+def test_after_shutdown_nothing_writes_to_the_checkpoint_storage(tmp_path):
+    """``Materializer.shutdown()`` returns once the coordinators of its graphs stopped: the storage can be removed
+    then (the demo's recovery job removed it while a checkpoint of its just-finished graph was being written)."""
+    mat = Materializer.local(checkpoint=CheckpointSettings(storage=str(tmp_path), interval=0.01))
+    probe = _probe_graph().run(mat, name="ticking")
+    probe.request(3)
+    probe.expect_next_n(3)
+    g = mat.running_graph("ticking")
+    g.checkpoint_now(timeout=10)
+    coordinator = g._coordinator
+    mat.shutdown()
+    assert not coordinator._thread.is_alive()
+    with pytest.raises(CheckpointError):  # no checkpoint is taken any more
+        g.checkpoint_now(timeout=10)
+
+
 def test_checkpoints_are_deleted_when_the_graph_succeeds_unless_retained(tmp_path):
     for retain in (False, True):
         mat = Materializer.local(checkpoint=CheckpointSettings(storage=str(tmp_path), retain_on_success=retain))

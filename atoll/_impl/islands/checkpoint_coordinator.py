@@ -106,7 +106,8 @@ class CheckpointCoordinator:
         self._failures = 0
         #: when the last checkpoint completed or was aborted (None: none yet), for ``min_pause``
         self._last_end: Optional[float] = None
-        self._stopped = False
+        self._stopped = False  # ``stop`` was called: triggers fail at once (set under ``_stop_lock``)
+        self._stop_lock = threading.Lock()
         self._graph_failed = False
         self._suspended = False  # recovery is replacing the islands
         #: an island asked for a checkpoint: the lowest id that answers it (None: no request outstanding)
@@ -136,7 +137,12 @@ class CheckpointCoordinator:
         """Start a checkpoint now (or join the one in progress); the future gets its ``CheckpointInfo``."""
         f: Future = Future()
         f.set_running_or_notify_cancel()
-        self._events.put(("trigger", f))
+        with self._stop_lock:  # a trigger queued before the stop is answered by it (the checkpoint is aborted)
+            if not self._stopped:
+                self._events.put(("trigger", f))
+                return f
+        f.set_exception(CheckpointError(f"graph {self.graph} has ended (or its materializer shut down): no "
+                                        "checkpoint can be taken"))
         return f
 
     def suspend(self, timeout: float = 30.0) -> None:
@@ -170,7 +176,9 @@ class CheckpointCoordinator:
 
     def stop(self, wait: bool = True) -> None:
         """End the coordinator (the graph ended); a checkpoint still in progress is aborted."""
-        self._events.put(("stop",))
+        with self._stop_lock:
+            self._stopped = True
+            self._events.put(("stop",))
         if wait and self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(30)
 
