@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 #: rows gathered into one Arrow block before it is put into the object store
 ROWS_PER_BLOCK = 65536
+#: the stream's first rows are checked against a given schema as soon as they arrive (converted and dropped; they
+#: are converted again with their block): a stream whose rows do not fit fails at once, not when the first block
+#: fills (``rows_per_block`` rows later, or at the end of the stream)
+CHECK_FIRST_ROWS = 1024
 
 
 def _is_row(elem: Any) -> bool:
@@ -112,6 +116,7 @@ class BlockLogic(_PromiseSinkLogic):
         self.rows_base = 0  # element index of rows[0]
         self.count = 0  # elements seen
         self.refs: List[Any] = []
+        self.first_checked = False  # the first rows were checked (``CHECK_FIRST_ROWS``)
 
     chunk_size = 1
 
@@ -181,6 +186,8 @@ class BlockLogic(_PromiseSinkLogic):
             self.rows.append(elem)
             if len(self.rows) >= self.limit:
                 self._flush_rows()
+            elif not self.first_checked:
+                self._check_first_rows()
         elif _is_batch(elem):
             self._flush_rows()
             self._put(self._conform(elem, index))
@@ -202,6 +209,8 @@ class BlockLogic(_PromiseSinkLogic):
             if len(rows) >= limit:
                 self._flush_rows()
                 rows = self.rows
+        if not self.first_checked and rows:
+            self._check_first_rows()
 
     def final_value(self) -> Any:
         """Flush what is gathered and return the sink's value (raises like ``accept``)."""
@@ -224,17 +233,30 @@ class BlockLogic(_PromiseSinkLogic):
         rows = self.rows
         if not rows:
             return
-        from .spark_conform import rows_to_table
-
         if self.schema is None:
             self.schema = _infer(rows, self.rows_base)
+        table = self._rows_table(rows)
+        self.first_checked = True
+        self.rows = []
+        self._put(table)
+
+    def _check_first_rows(self) -> None:
+        """Check the first gathered rows against the schema now, once (``CHECK_FIRST_ROWS``); not when the schema is
+        to be inferred (from the first block)."""
+        if self.schema is not None:
+            self.first_checked = True
+            self._rows_table(self.rows[:CHECK_FIRST_ROWS])
+
+    def _rows_table(self, rows: List[Any]) -> pa.Table:
+        """``rows`` (from ``rows[0]``: element ``rows_base``) as a table of the schema; a row that does not fit raises
+        ``SchemaMismatchError`` naming its element."""
+        from .spark_conform import rows_to_table
+
         try:
-            table = rows_to_table(rows, self.schema)
+            return rows_to_table(rows, self.schema)
         except SchemaMismatchError as e:
             raise SchemaMismatchError(e.column, e.expected, e.found, self.rows_base + (e.row or 0), None,
                                       e.detail) from None
-        self.rows = []
-        self._put(table)
 
     def _put(self, table: pa.Table) -> None:
         import ray

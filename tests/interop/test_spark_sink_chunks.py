@@ -97,3 +97,19 @@ def test_an_upstream_failure_leaves_the_written_blocks_whole_when_the_future_fai
         assert pq.read_table(path).to_pylist() == [_row(i) for i in range(90)]
     finally:
         m.shutdown()
+
+
+@pytest.mark.parametrize("chunks", [True, False])
+def test_rows_that_do_not_fit_fail_the_stream_at_once_not_when_their_block_fills(tmp_path, chunks):
+    """The first rows are checked against the schema as they arrive: a stream whose rows do not fit fails although
+    its first block (65,536 rows by default) never fills and the stream never ends."""
+    bad = {"id": 1, "name": "n1", "k": 2}  # an int where double is expected
+    m = Materializer.local(fusion=chunks)
+    try:
+        fut = Source.single(bad).concat(Source.never()).run_with(
+            Sink.from_graph(ParquetSink(str(tmp_path / "out.parquet"), SCHEMA)), m)
+        with pytest.raises(SchemaMismatchError) as info:
+            fut.result(30)
+        assert (info.value.column, info.value.element_index) == ("k", 0)
+    finally:
+        m.shutdown()
