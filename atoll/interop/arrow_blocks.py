@@ -116,7 +116,9 @@ class BlockLogic(_PromiseSinkLogic):
         self.rows_base = 0  # element index of rows[0]
         self.count = 0  # elements seen
         self.refs: List[Any] = []
-        self.first_checked = False  # the first rows were checked (``CHECK_FIRST_ROWS``)
+        #: the first rows were checked (``CHECK_FIRST_ROWS``); nothing to check early when the schema is to be
+        #: inferred (from the first block)
+        self.first_checked = self.schema is None
 
     chunk_size = 1
 
@@ -241,11 +243,9 @@ class BlockLogic(_PromiseSinkLogic):
         self._put(table)
 
     def _check_first_rows(self) -> None:
-        """Check the first gathered rows against the schema now, once (``CHECK_FIRST_ROWS``); not when the schema is
-        to be inferred (from the first block)."""
-        if self.schema is not None:
-            self.first_checked = True
-            self._rows_table(self.rows[:CHECK_FIRST_ROWS])
+        """Check the first gathered rows against the schema now, once (``CHECK_FIRST_ROWS``)."""
+        self.first_checked = True
+        self._rows_table(self.rows[:CHECK_FIRST_ROWS])
 
     def _rows_table(self, rows: List[Any]) -> pa.Table:
         """``rows`` (from ``rows[0]``: element ``rows_base``) as a table of the schema; a row that does not fit raises
