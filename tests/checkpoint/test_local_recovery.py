@@ -397,13 +397,15 @@ def test_an_island_killed_while_a_checkpoint_is_aligned_restarts_from_the_previo
     """The merge island (a Merge of islands a and b, and the sink) is killed while it holds barrier 2 of a and waits
     for b's, which b never sends (its thread is held in a gate): checkpoint 2 never completes (its waiter fails,
     its id is not reused), the graph restarts from checkpoint 1, each input's elements arrive exactly once."""
-    armed, released = threading.Event(), threading.Event()
+    armed, released, past = threading.Event(), threading.Event(), threading.Event()
     blocked: list = []
 
     def gate(x):
         if armed.is_set() and not released.is_set():
             blocked.append(x)
             released.wait(30)
+        elif released.is_set() and x > blocked[0]:
+            past.set()  # the next attempt went past the element the first one blocked at
         return x
 
     a = (Source.range(0, 10_000_000).throttle(200, 0.1).via_mat(KillSwitches.single(), Keep.right)
@@ -438,6 +440,8 @@ def test_an_island_killed_while_a_checkpoint_is_aligned_restarts_from_the_previo
         _wait_until(lambda: g.attempt == 1)
         assert g.checkpoint_status()["restored_from"] == 1
         after = g.checkpoint_now(timeout=10)
+        # what passed the gate reaches the sink before the completion a shutdown sends after it
+        _wait_until(past.is_set)
         switch_a.shutdown()
         switch_b.shutdown()
         got = seq.result(30)
