@@ -12,12 +12,14 @@ from ray.cluster_utils import Cluster
 from atoll import Keep, Materializer, Sink, Source
 from atoll.errors import IslandDiedError
 
+import ray_helpers
+
 
 @pytest.fixture(scope="module")
 def cluster():
     if ray.is_initialized():
         ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": ray_helpers.FAST_NODE_DEATH})
     nodes = {
         "a": c.add_node(num_cpus=1, resources={"island_a": 10}),
         "b": c.add_node(num_cpus=1, resources={"island_b": 10}),

@@ -365,7 +365,7 @@ def test_a_restart_that_finds_no_capacity_fails_with_recovery_failed_naming_the_
     island and ``x``, after one start timeout (not once per restart the policy allows), leaving no actor. (A real
 node loss on ``ray.cluster_utils.Cluster``: a test actor holding ``x`` on one node raced the restart for it.)"""
     cluster = ray_session
-    mat = Materializer.ray(start_timeout=10, checkpoint=CheckpointSettings(
+    mat = Materializer.ray(start_timeout=6, checkpoint=CheckpointSettings(
         storage=str(tmp_path), restart=RestartPolicy(backoff=0.0, max_restarts=3)))
     try:
         seq = (Source.range(0, ENDLESS).throttle(100, 0.1).island().map(lambda x: x * 2).island(resources={"x": 1})
