@@ -11,8 +11,8 @@ the graph starts; for each partition ``i`` that demand reaches:
 2. **the executor writes the Arrow data into Ray**: the hub actor (below; with a local mailbox, or fetch
    resources configured, a Ray task, as RayDP's ``_fetch_arrow_table_from_executor`` in
    :mod:`~atoll.interop.spark_partitions`) calls the executor actor's ``getRDDPartition`` (RayDP's executors
-   are Ray actors): the executor returns the block's bytes as a Ray object, the hub reads them as a
-   ``pyarrow.Table`` owned by the stream's island. (A task needed a worker process, on a small machine often a
+   are Ray actors): the executor returns the block's bytes as a Ray object, the hub hands them on as they came (a
+   ``pyarrow.Buffer`` owned by the stream's island, which reads it into a table without a copy). (A task needed a worker process, on a small machine often a
    new one, ~0.5-1.5 s for each partition on the stream's path: Ray reaps idle workers after a second.)
 3. once the island has the table, the driver **removes the block** from the executor, so Spark holds at most
    the partitions in flight.
@@ -191,9 +191,9 @@ class MailboxHub:
             return len(self._boxes)
 
     def fetch(self, executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
-              driver_agent_url: str) -> pa.Table:
-        """A computed partition's Arrow table, read from the executor actor holding it (the caller owns the
-        returned object). Done here rather than in a Ray task: the hub's process is up for the whole Spark
+              driver_agent_url: str) -> Any:
+        """A computed partition's Arrow IPC stream (``pa.Buffer``, see :func:`_fetch_from_executor`), read from the
+        executor actor holding it (the caller owns the returned object). Done here rather than in a Ray task: the hub's process is up for the whole Spark
         session, where a task needed a worker process, often a new one (~0.5-1.5 s of start and CPU per
         partition on a small machine, on the stream's path: Ray reaps idle workers after a second)."""
         return _fetch_from_executor(executor_actor_name, rdd_id, partition_id, schema_json, driver_agent_url)
@@ -378,7 +378,7 @@ class PartitionClient:
                 ready = box.call("answer", i + 1, 0)
                 if ready is not None:
                     refs[i + 1] = self._fetch(i + 1, ready)
-            table = ray.get(refs.pop(i))
+            table = partition_table(ray.get(refs.pop(i)))
             box.call("done", i, wait=False)
             yield table
             del table
@@ -387,16 +387,17 @@ class PartitionClient:
 
 
 def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
-                         driver_agent_url: str) -> pa.Table:
-    """The executor actor's Arrow bytes for a partition (RayDP's ``getRDDPartition``), read as a table; run in
-    the hub actor (:meth:`MailboxHub.fetch`) or in a Ray task. As RayDP's ``_fetch_arrow_table_from_executor``,
-    but the reply object is let go of once its bytes are here (Ray hands the executor's ``byte[]`` over as raw
-    bytes, copied into this process), before the table is built and returned: the store holds a partition's
-    reply only while it is copied. (No ``gc.collect()``: nothing here makes a reference cycle, and a collection
-    in the long-lived hub, ~110k objects, took 50-550 ms a partition on a loaded 2-core machine.)"""
+                         driver_agent_url: str) -> Any:
+    """The executor actor's Arrow IPC stream of a partition (RayDP's ``getRDDPartition``), as a ``pa.Buffer``
+    (:func:`partition_table` reads it); run in the hub actor (:meth:`MailboxHub.fetch`) or in a Ray task. As RayDP's
+    ``_fetch_arrow_table_from_executor``, but the reply object is let go of once its bytes are here (Ray hands the
+    executor's ``byte[]`` over as raw bytes, copied into this process): the store holds a partition's reply only
+    while it is copied. The stream is returned as it came, not read into a table here: Ray pickles a buffer as one
+    out-of-band block, while a table goes through Ray's Arrow reducer, whose offsets handling imports
+    ``pyarrow.compute`` and with it pandas (~0.4 s of the hub's first partition, on a Spark source's way to its
+    first element). (No ``gc.collect()``: nothing here makes a reference cycle, and a collection in the
+    long-lived hub, ~110k objects, took 50-550 ms a partition on a loaded 2-core machine.)"""
     import ray
-
-    from .spark_partitions import _repair_offsets
 
     # what RayDP's _enable_load_code_from_local does (cross-language calls), without importing raydp.spark.dataset:
     # that imports all of Ray Data, ~1 s in each new process, on the path to a stream's first element
@@ -405,8 +406,15 @@ def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: in
     ref = actor.getRDDPartition.remote(rdd_id, partition_id, schema_json, driver_agent_url)
     data = ray.get(ref)
     del ref, actor
-    table = pa.ipc.open_stream(pa.BufferReader(data)).read_all().replace_schema_metadata()
-    return _repair_offsets(table)
+    return pa.py_buffer(data)
+
+
+def partition_table(stream: Any) -> pa.Table:
+    """The table of a partition's Arrow IPC stream (:func:`_fetch_from_executor`): read without a copy, Spark's
+    schema metadata dropped, short offsets buffers repaired (``spark_partitions._repair_offsets``)."""
+    from .spark_partitions import _repair_offsets
+
+    return _repair_offsets(pa.ipc.open_stream(stream).read_all().replace_schema_metadata())
 
 
 _fetch_remote = None

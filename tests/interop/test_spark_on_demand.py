@@ -277,3 +277,29 @@ def test_a_dataframe_of_4x_the_object_store_streams_through_it(spark):
     assert peak["held"] - before["held"] <= bound
     assert spilled == 0
     assert peak["fallback"] == 0
+
+
+def _pandas_imported(_self) -> bool:
+    return "pandas" in sys.modules
+
+
+def test_the_hub_passes_each_partition_on_as_its_arrow_stream_and_never_imports_pandas(spark):
+    """On Ray the hub actor fetches each partition from the executor and hands its Arrow IPC stream on as it came, one
+    buffer the island reads into a table: a table returned from the hub went through Ray's Arrow reducer, whose
+    offsets handling (string columns) imported ``pyarrow.compute`` and pandas into the hub, ~0.4 s of its first
+    partition on the way to the stream's first element."""
+    from atoll.interop import spark_on_demand
+
+    spark_on_demand.stop_hub()
+    spark_on_demand.start_hub()  # a fresh hub process: nothing another test ran in it counts
+    mat = Materializer.ray(start_timeout=60)
+    try:
+        df = spark.createDataFrame([(i, f"page-{i % 7}", None if i % 5 == 0 else i / 4) for i in range(400)],
+                                   "id long, page string, score double").repartition(4)
+        rows = Source.from_spark(df).run_with(Sink.seq(), mat).result(60)
+        assert_all_stages_stopped(mat, timeout=15.0)
+    finally:
+        mat.shutdown()
+    assert sorted((r["id"], r["page"], r["score"]) for r in rows) == \
+        [(i, f"page-{i % 7}", None if i % 5 == 0 else i / 4) for i in range(400)]
+    assert ray.get(running_hub().__ray_call__.remote(_pandas_imported)) is False
