@@ -12,8 +12,9 @@ the graph starts; for each partition ``i`` that demand reaches:
    resources configured, a Ray task, as RayDP's ``_fetch_arrow_table_from_executor`` in
    :mod:`~atoll.interop.spark_partitions`) calls the executor actor's ``getRDDPartition`` (RayDP's executors
    are Ray actors): the executor returns the block's bytes as a Ray object, the hub hands them on as they came (a
-   ``pyarrow.Buffer`` owned by the stream's island, which reads it into a table without a copy). (A task needed a worker process, on a small machine often a
-   new one, ~0.5-1.5 s for each partition on the stream's path: Ray reaps idle workers after a second.)
+   ``pyarrow.Buffer`` owned by the stream's island, which reads it into a table without a copy). (A task needed a
+   worker process, on a small machine often a new one, ~0.5-1.5 s for each partition on the stream's path: Ray
+   reaps idle workers after a second.)
 3. once the island has the table, the driver **removes the block** from the executor, so Spark holds at most
    the partitions in flight.
 
@@ -193,9 +194,10 @@ class MailboxHub:
     def fetch(self, executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
               driver_agent_url: str) -> Any:
         """A computed partition's Arrow IPC stream (``pa.Buffer``, see :func:`_fetch_from_executor`), read from the
-        executor actor holding it (the caller owns the returned object). Done here rather than in a Ray task: the hub's process is up for the whole Spark
-        session, where a task needed a worker process, often a new one (~0.5-1.5 s of start and CPU per
-        partition on a small machine, on the stream's path: Ray reaps idle workers after a second)."""
+        executor actor holding it (the caller owns the returned object). Done here rather than in a Ray task: the
+        hub's process is up for the whole Spark session, where a task needed a worker process, often a new one
+        (~0.5-1.5 s of start and CPU per partition on a small machine, on the stream's path: Ray reaps idle workers
+        after a second)."""
         return _fetch_from_executor(executor_actor_name, rdd_id, partition_id, schema_json, driver_agent_url)
 
     def encode(self, start: int, schema: pa.Schema, *tables: Any) -> tuple:
@@ -394,8 +396,8 @@ def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: in
     executor's ``byte[]`` over as raw bytes, copied into this process): the store holds a partition's reply only
     while it is copied. The stream is returned as it came, not read into a table here: Ray pickles a buffer as one
     out-of-band block, while a table goes through Ray's Arrow reducer, whose offsets handling imports
-    ``pyarrow.compute`` and with it pandas (~0.4 s of the hub's first partition, on a Spark source's way to its
-    first element). (No ``gc.collect()``: nothing here makes a reference cycle, and a collection in the
+    ``pyarrow.compute`` and with it pandas (~0.3 s of the hub's CPU with its first partition, on a Spark source's
+    way to its first element). (No ``gc.collect()``: nothing here makes a reference cycle, and a collection in the
     long-lived hub, ~110k objects, took 50-550 ms a partition on a loaded 2-core machine.)"""
     import ray
 

@@ -286,8 +286,8 @@ def _pandas_imported(_self) -> bool:
 def test_the_hub_passes_each_partition_on_as_its_arrow_stream_and_never_imports_pandas(spark):
     """On Ray the hub actor fetches each partition from the executor and hands its Arrow IPC stream on as it came, one
     buffer the island reads into a table: a table returned from the hub went through Ray's Arrow reducer, whose
-    offsets handling (string columns) imported ``pyarrow.compute`` and pandas into the hub, ~0.4 s of its first
-    partition on the way to the stream's first element."""
+    offsets handling (string columns) imported ``pyarrow.compute`` and pandas into the hub, ~0.3 s of its CPU with
+    its first partition, on the way to the stream's first element."""
     from atoll.interop import spark_on_demand
 
     spark_on_demand.stop_hub()
