@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -60,7 +61,8 @@ def test_page_shows_islands_live_figures_and_cancels(mat, server, browser):
     assert len(ours) == 1 and {i["name"] for i in ours[0]["islands"]} >= {"enrich", "aggregate"}, api
 
     browser.get(server.url)
-    wait = WebDriverWait(browser, 30)
+    # the page redraws its tables at each refresh: a cell found just before one is stale when it is read (read again)
+    wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
     section = wait.until(lambda d: d.find_element(By.ID, f"graph-{graph.id}"))
     # the drawing: one box per island, with the stages
     wait.until(lambda d: len(section.find_elements(By.CSS_SELECTOR, "svg g.island")) == 3)

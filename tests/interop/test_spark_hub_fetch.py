@@ -1,14 +1,16 @@
 """from_spark's Ray islands have their partitions read from the executor by the long-lived hub actor (no Ray task,
-so no worker process to start per partition); the tables are exactly Spark's rows."""
+so no worker process to start per partition), which hands each on as its Arrow IPC stream; the tables read from them
+are exactly Spark's rows."""
 from __future__ import annotations
 
 import datetime
 
+import pyarrow as pa
 import ray
 
 from atoll.interop import spark_on_demand
 from atoll.interop.spark_frames import arrow_to_rows
-from atoll.interop.spark_on_demand import OnDemandPartitions
+from atoll.interop.spark_on_demand import OnDemandPartitions, partition_table
 
 
 def _df(spark):
@@ -29,8 +31,10 @@ def test_the_hub_reads_a_computed_partition_from_its_executor(spark, ray_session
         executor, error = ray.get(hub.answer.remote(key, 0, 120))  # partition 0's job starts when prepared
         assert error is None
         client = parts.client
-        table = ray.get(hub.fetch.remote(f"raydp-executor-{executor}", parts.rdd_id, 0, client.schema_json,
-                                         client.driver_agent_url))
+        stream = ray.get(hub.fetch.remote(f"raydp-executor-{executor}", parts.rdd_id, 0, client.schema_json,
+                                          client.driver_agent_url))
+        assert isinstance(stream, pa.Buffer)  # as it came from the executor: not read into a table in the hub
+        table = partition_table(stream)
         assert table.schema == parts.schema
         assert arrow_to_rows(table, parts.timezone) == _expected(0, 300)
 
