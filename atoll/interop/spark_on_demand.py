@@ -192,7 +192,7 @@ class MailboxHub:
             return len(self._boxes)
 
     def fetch(self, executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
-              driver_agent_url: str) -> Any:
+              driver_agent_url: str) -> pa.Buffer:
         """A computed partition's Arrow IPC stream (``pa.Buffer``, see :func:`_fetch_from_executor`), read from the
         executor actor holding it (the caller owns the returned object). Done here rather than in a Ray task: the
         hub's process is up for the whole Spark session, where a task needed a worker process, often a new one
@@ -389,7 +389,7 @@ class PartitionClient:
 
 
 def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: int, schema_json: str,
-                         driver_agent_url: str) -> Any:
+                         driver_agent_url: str) -> pa.Buffer:
     """The executor actor's Arrow IPC stream of a partition (RayDP's ``getRDDPartition``), as a ``pa.Buffer``
     (:func:`partition_table` reads it); run in the hub actor (:meth:`MailboxHub.fetch`) or in a Ray task. As RayDP's
     ``_fetch_arrow_table_from_executor``, but the reply object is let go of once its bytes are here (Ray hands the
@@ -411,7 +411,7 @@ def _fetch_from_executor(executor_actor_name: str, rdd_id: int, partition_id: in
     return pa.py_buffer(data)
 
 
-def partition_table(stream: Any) -> pa.Table:
+def partition_table(stream: pa.Buffer) -> pa.Table:
     """The table of a partition's Arrow IPC stream (:func:`_fetch_from_executor`): read without a copy, Spark's
     schema metadata dropped, short offsets buffers repaired (``spark_partitions._repair_offsets``)."""
     from .spark_partitions import _repair_offsets
