@@ -194,7 +194,7 @@ def test_a_stage_failure_restarts_only_when_the_policy_says_so(ray_session, tmp_
             raise ValueError("poison, once")
         return x
 
-    graph = Source.range(0, N).throttle(100, 0.1).island().map(fail_once).island().to_mat(Sink.seq(), Keep.right)
+    graph = Source.range(0, N).island().map(fail_once).island().to_mat(Sink.seq(), Keep.right)
     mat = _mat(tmp_path / "on", on_stage_failure=True)
     try:
         seq = graph.run(mat, name="stage-failure")
