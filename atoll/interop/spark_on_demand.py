@@ -230,6 +230,9 @@ def _hub_actor(renew: bool = False) -> Any:
     with _hub_lock:
         if _hub is None or _hub[0] != session or renew:
             actor = ray.remote(num_cpus=0, max_concurrency=HUB_CONCURRENCY)(MailboxHub).options(name=None).remote()
+            # an actor's first call costs it ~0.1 s more than the next ones (measured on the hub, whatever the
+            # method): paid now, while the actor starts, instead of by the first source's ``open`` in ``run()``
+            actor.open_keys.remote()
             _hub = (session, actor)
             from .spark_session import on_stop
 

@@ -1,12 +1,17 @@
 """Spark types <-> Arrow types: the Arrow schema Spark itself uses for a Spark schema, and back.
 
 * :func:`to_arrow_schema` takes a Spark ``StructType``, a DDL string (``"id long, name string"``) or an Arrow
-  schema and returns that Arrow schema. The per-type mapping is PySpark's own
+  schema and returns that Arrow schema. The per-type mapping is PySpark 3.5's
   (``pyspark.sql.pandas.types.to_arrow_type``): ``bigint -> int64``, ``decimal(p,s) -> decimal128(p,s)``,
   ``timestamp -> timestamp[us, tz]``, ``timestamp_ntz -> timestamp[us]``, ``array<T> -> list<element: T>``,
   ``map<K,V> -> map<K,V>``, ``struct<...> -> struct<...>``, and so on, nullability included.
 * :func:`to_spark_schema` goes the other way and, unlike PySpark's ``from_arrow_type``, keeps the nullability of
   array elements and map values.
+
+Both mappings are written out here rather than called from PySpark: its functions import
+``distutils.version`` on every call, which in a virtual environment with setuptools imports all of setuptools
+(~0.2 s on a small machine, on the clock of the first ``Sink.to_spark`` or ``Source.from_spark`` of a process).
+``tests/interop/test_spark_schema.py`` checks that they agree with PySpark's for every type.
 * :func:`with_timezone` shows every time-zone-aware timestamp of a schema in a given zone, as a Spark session
   ships them.
 
@@ -14,8 +19,6 @@ DDL strings are parsed by :mod:`atoll.interop.spark_ddl`.
 """
 from __future__ import annotations
 
-import contextlib
-import warnings
 from typing import Optional, Union
 
 import pyarrow as pa
@@ -74,23 +77,57 @@ def _type_with_timezone(t: pa.DataType, timezone: str) -> pa.DataType:
     return t
 
 
-@contextlib.contextmanager
-def _quiet():
-    """PySpark 3.5's Arrow type mapping uses distutils' LooseVersion, which warns on every call."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=DeprecationWarning, message="distutils Version classes")
-        yield
+def _arrow_type_of(dt) -> pa.DataType:
+    """The Arrow type of Spark type ``dt`` (CHAR/VARCHAR normalized), as PySpark 3.5's ``to_arrow_type``."""
+    from pyspark.sql import types as T
+
+    if not _SIMPLE_ARROW:
+        _fill_simple_arrow()
+    kind = type(dt)
+    simple = _SIMPLE_ARROW.get(kind)
+    if simple is not None:
+        return simple()
+    if kind is T.DecimalType:
+        return pa.decimal128(dt.precision, dt.scale)
+    if kind is T.TimestampType:  # Spark ships timestamps in UTC; with_timezone shows them in the session's zone
+        return pa.timestamp("us", tz="UTC")
+    if kind is T.TimestampNTZType:
+        return pa.timestamp("us")
+    if kind is T.DayTimeIntervalType:
+        return pa.duration("us")
+    if kind is T.ArrayType:
+        return pa.list_(pa.field("element", _arrow_type_of(dt.elementType), nullable=dt.containsNull))
+    if kind is T.MapType:
+        return pa.map_(pa.field("key", _arrow_type_of(dt.keyType), nullable=False),
+                       pa.field("value", _arrow_type_of(dt.valueType), nullable=dt.valueContainsNull))
+    if kind is T.StructType:
+        return pa.struct([pa.field(f.name, _arrow_type_of(f.dataType), nullable=f.nullable) for f in dt.fields])
+    if isinstance(dt, T.UserDefinedType):
+        return _arrow_type_of(dt.sqlType())
+    raise TypeError(f"Spark type {dt.simpleString() if hasattr(dt, 'simpleString') else dt!r} has no Arrow "
+                    "counterpart (Spark cannot ship it as Arrow)")
+
+
+#: Spark type class -> Arrow type factory for the types without parameters (filled on first use: pyspark is
+#: imported only where a Spark type is converted)
+_SIMPLE_ARROW: dict = {}
+
+
+def _fill_simple_arrow() -> None:
+    from pyspark.sql import types as T
+
+    _SIMPLE_ARROW.update({T.BooleanType: pa.bool_, T.ByteType: pa.int8, T.ShortType: pa.int16,
+                          T.IntegerType: pa.int32, T.LongType: pa.int64, T.FloatType: pa.float32,
+                          T.DoubleType: pa.float64, T.StringType: pa.string, T.BinaryType: pa.binary,
+                          T.DateType: pa.date32, T.NullType: pa.null})
 
 
 def to_arrow_type(spark_type, timezone: Optional[str] = None) -> pa.DataType:
-    """The Arrow type Spark uses for ``spark_type`` (PySpark's own mapping).
+    """The Arrow type Spark uses for ``spark_type`` (PySpark 3.5's mapping).
 
     Time-zone-aware timestamps are shown in ``timezone`` (PySpark's ``"UTC"`` when not given).
     """
-    from pyspark.sql.pandas.types import to_arrow_type as _spark_to_arrow_type
-
-    with _quiet():
-        t = _spark_to_arrow_type(_normalize_spark_type(spark_type))
+    t = _arrow_type_of(_normalize_spark_type(spark_type))
     return _type_with_timezone(t, timezone) if timezone is not None else t
 
 
@@ -101,15 +138,14 @@ def to_arrow_schema(schema: SchemaLike, timezone: Optional[str] = None) -> pa.Sc
     ``spark.sql.session.timeZone``. Otherwise they are ``"UTC"`` for a Spark schema (as in PySpark), and an Arrow
     schema is returned as it is.
     """
-    from pyspark.sql.pandas.types import to_arrow_schema as _spark_to_arrow_schema
     from pyspark.sql.types import StructType
 
     if isinstance(schema, pa.Schema):
         result = schema
     elif isinstance(schema, (str, StructType)):
         struct = parse_ddl(schema) if isinstance(schema, str) else schema
-        with _quiet():
-            result = _spark_to_arrow_schema(_normalize_spark_type(struct))
+        result = pa.schema([pa.field(f.name, _arrow_type_of(f.dataType), nullable=f.nullable)
+                            for f in _normalize_spark_type(struct).fields])
     else:
         raise TypeError("to_arrow_schema: schema must be a pyarrow.Schema, a pyspark StructType or a DDL string, "
                         f"got {type(schema).__name__}")
@@ -134,10 +170,16 @@ def _spark_type_of(t: pa.DataType):
         return T.BinaryType()
     if pat.is_timestamp(t):
         return T.TimestampType() if t.tz is not None else T.TimestampNTZType()
-    from pyspark.sql.pandas.types import from_arrow_type
-
-    with _quiet():
-        return from_arrow_type(t)
+    if pat.is_decimal(t):
+        return T.DecimalType(precision=t.precision, scale=t.scale)
+    for is_kind, spark in ((pat.is_boolean, T.BooleanType), (pat.is_int8, T.ByteType), (pat.is_int16, T.ShortType),
+                           (pat.is_int32, T.IntegerType), (pat.is_int64, T.LongType),
+                           (pat.is_float32, T.FloatType), (pat.is_float64, T.DoubleType),
+                           (pat.is_date32, T.DateType), (pat.is_duration, T.DayTimeIntervalType),
+                           (pat.is_null, T.NullType)):
+        if is_kind(t):
+            return spark()
+    raise TypeError(f"Arrow type {t} has no Spark counterpart (as in PySpark's from_arrow_type)")
 
 
 def to_spark_schema(schema: SchemaLike):

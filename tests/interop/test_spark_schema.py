@@ -120,6 +120,79 @@ def test_to_arrow_schema_maps_every_spark_type():
     assert to_arrow_schema(ALL_TYPES_ARROW) is ALL_TYPES_ARROW
 
 
+class _PointUDT(T.UserDefinedType):
+    """A user-defined type stored as an array of doubles (what the mappings convert is its ``sqlType``)."""
+
+    @classmethod
+    def sqlType(cls):
+        return T.ArrayType(T.DoubleType(), False)
+
+
+SPARK_TYPES = [T.BooleanType(), T.ByteType(), T.ShortType(), T.IntegerType(), T.LongType(), T.FloatType(),
+               T.DoubleType(), T.DecimalType(20, 4), T.DecimalType(), T.StringType(), T.BinaryType(), T.DateType(),
+               T.TimestampType(), T.TimestampNTZType(), T.DayTimeIntervalType(), T.NullType(),
+               T.ArrayType(T.LongType()), T.ArrayType(T.StringType(), False),
+               T.MapType(T.StringType(), T.DoubleType()), T.MapType(T.IntegerType(), T.BinaryType(), False),
+               T.StructType([T.StructField("x", T.LongType(), False), T.StructField("y", T.DateType())]),
+               T.ArrayType(T.StructType([T.StructField("m", T.MapType(T.StringType(), T.TimestampType()))])),
+               _PointUDT()]
+
+
+def test_the_spark_to_arrow_mapping_is_pysparks_for_every_type():
+    import warnings
+
+    from pyspark.sql.pandas.types import to_arrow_type as pyspark_to_arrow_type
+
+    from atoll.interop.spark_types import to_arrow_type
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # PySpark's LooseVersion
+        for t in SPARK_TYPES:
+            assert to_arrow_type(t) == pyspark_to_arrow_type(t), t
+        for t in (T.YearMonthIntervalType(), T.ArrayType(T.YearMonthIntervalType())):
+            with pytest.raises(TypeError):
+                pyspark_to_arrow_type(t)
+            with pytest.raises(TypeError, match="has no Arrow counterpart"):
+                to_arrow_type(t)
+
+
+def test_the_arrow_to_spark_mapping_is_pysparks_for_every_type_apart_from_naive_timestamps_and_nullability():
+    import warnings
+
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    arrow = [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
+             pa.decimal128(12, 3), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(), pa.date32(),
+             pa.timestamp("us", tz="UTC"), pa.timestamp("ms", tz="Asia/Tokyo"), pa.duration("us"), pa.null(),
+             pa.dictionary(pa.int32(), pa.string()), pa.list_(pa.int64()), pa.map_(pa.string(), pa.float64()),
+             pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.list_(pa.date32()))])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for t in arrow:
+            assert to_spark_schema(pa.schema([pa.field("c", t)])) == T.StructType([T.StructField("c", from_arrow_type(t))]), t
+        # PySpark maps a naive timestamp to timestamp (ours: timestamp_ntz, Spark's own type for it)
+        assert to_spark_schema(pa.schema([("c", pa.timestamp("us"))]))["c"].dataType == T.TimestampNTZType()
+        for t in (pa.uint8(), pa.date64(), pa.time32("s")):
+            with pytest.raises(TypeError):
+                from_arrow_type(t)
+            with pytest.raises(TypeError, match="has no Spark counterpart"):
+                to_spark_schema(pa.schema([("c", t)]))
+
+
+def test_the_type_mappings_do_not_import_setuptools():
+    """PySpark's mappings import ``distutils.version``, i.e. setuptools (~0.2 s) where setuptools is installed."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from atoll.interop.spark_types import to_arrow_schema, to_spark_schema\n"
+            f"to_spark_schema(to_arrow_schema({ALL_TYPES_DDL!r}, timezone='UTC'))\n"
+            "print(sorted(m for m in ('distutils', 'setuptools') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_to_arrow_schema_keeps_nullability_of_elements_values_and_fields():
     st = T.StructType([
         T.StructField("a", T.ArrayType(T.LongType(), containsNull=False), nullable=False),
