@@ -92,3 +92,14 @@ def all_types_rows():
 def all_types_df(spark):
     """A DataFrame of every supported type, in 2 partitions."""
     return spark.createDataFrame(all_types_rows(), ALL_TYPES_DDL).repartition(2, "id")
+
+
+def fresh_python(code: str) -> str:
+    """What ``code`` prints when run by a new interpreter of this environment (which modules a call imports can
+    only be seen in a process that had not imported them yet); fails the test if it exits with an error."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

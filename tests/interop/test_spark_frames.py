@@ -16,6 +16,8 @@ from atoll.interop.spark_frames import (arrow_refs_to_spark, arrow_to_pandas, ar
 from atoll.interop.spark_partitions import SparkPartitions
 from atoll.interop.spark_schema import parse_ddl, to_arrow_schema
 
+from .conftest import fresh_python
+
 
 def by_id(rows):
     return sorted(rows, key=lambda r: r["id"])
@@ -97,9 +99,6 @@ def test_arrow_to_rows_of_zoned_timestamps_imports_no_pandas(tmp_path):
     """pyarrow imports pandas for a timestamp column's ``to_numpy()`` (~0.5 s in a fresh island process, on the way
     to a Spark source's first element): the conversion reads the values buffer instead. A fresh process reads an
     Arrow file (as an island gets a partition) and converts it."""
-    import subprocess
-    import sys
-
     path = str(tmp_path / "ts.arrow")
     table = pa.table({"ts": pa.array([0, 1_000, None, 1_767_225_600_000_000], pa.timestamp("us", tz="UTC")),
                       "n": pa.array([1, 2, 3, 4])})
@@ -109,9 +108,7 @@ def test_arrow_to_rows_of_zoned_timestamps_imports_no_pandas(tmp_path):
             "from atoll.interop.spark_frames import arrow_to_rows\n"
             f"rows = arrow_to_rows(pa.ipc.open_file(pa.memory_map({path!r})).read_all(), timezone='Europe/Paris')\n"
             "print(len(rows), rows[2]['ts'], rows[3]['ts'], 'pandas' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["4", "None", "2026-01-01", "01:00:00", "False"]
+    assert fresh_python(code).split() == ["4", "None", "2026-01-01", "01:00:00", "False"]
 
 
 def test_arrow_to_rows_column_by_column_keeps_key_order_types_and_odd_tables():

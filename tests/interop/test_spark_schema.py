@@ -21,6 +21,8 @@ from atoll.interop.spark_conform import check_table, conform, pandas_to_table, r
 from atoll.interop.spark_ddl import parse_ddl
 from atoll.interop.spark_types import to_arrow_schema, to_spark_schema, with_timezone
 
+from .conftest import fresh_python
+
 ALL_TYPES_DDL = ("i int, l bigint not null, d double, f float, s string, b boolean, bin binary, "
                  "dec decimal(20,4), dt date, ts timestamp, ntz timestamp_ntz, "
                  "arr array<bigint>, st struct<x: bigint, y: string>, m map<string, bigint>, "
@@ -181,16 +183,11 @@ def test_the_arrow_to_spark_mapping_is_pysparks_for_every_type_apart_from_naive_
 
 def test_the_type_mappings_do_not_import_setuptools():
     """PySpark's mappings import ``distutils.version``, i.e. setuptools (~0.2 s) where setuptools is installed."""
-    import subprocess
-    import sys
-
     code = ("import sys\n"
             "from atoll.interop.spark_types import to_arrow_schema, to_spark_schema\n"
             f"to_spark_schema(to_arrow_schema({ALL_TYPES_DDL!r}, timezone='UTC'))\n"
             "print(sorted(m for m in ('distutils', 'setuptools') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert fresh_python(code).strip() == "[]"
 
 
 def test_to_arrow_schema_keeps_nullability_of_elements_values_and_fields():
