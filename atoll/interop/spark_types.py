@@ -7,15 +7,14 @@
   ``map<K,V> -> map<K,V>``, ``struct<...> -> struct<...>``, and so on, nullability included.
 * :func:`to_spark_schema` goes the other way and, unlike PySpark's ``from_arrow_type``, keeps the nullability of
   array elements and map values.
-
-Both mappings are written out here rather than called from PySpark: its functions import
-``distutils.version`` on every call, which in a virtual environment with setuptools imports all of setuptools
-(~0.2 s on a small machine, on the clock of the first ``Sink.to_spark`` or ``Source.from_spark`` of a process).
-``tests/interop/test_spark_schema.py`` checks that they agree with PySpark's for every type.
 * :func:`with_timezone` shows every time-zone-aware timestamp of a schema in a given zone, as a Spark session
   ships them.
 
-DDL strings are parsed by :mod:`atoll.interop.spark_ddl`.
+DDL strings are parsed by :mod:`atoll.interop.spark_ddl`. The type mappings are written out here rather than
+called from PySpark: its functions import ``distutils.version`` on every call, which in a virtual environment with
+setuptools imports all of setuptools (~0.2 s on a small machine, on the clock of the first ``Sink.to_spark`` or
+``Source.from_spark`` of a process). ``tests/interop/test_spark_schema.py`` checks that they agree with PySpark's
+for every type.
 """
 from __future__ import annotations
 
@@ -78,15 +77,16 @@ def _type_with_timezone(t: pa.DataType, timezone: str) -> pa.DataType:
 
 
 def _arrow_type_of(dt) -> pa.DataType:
-    """The Arrow type of Spark type ``dt`` (CHAR/VARCHAR normalized), as PySpark 3.5's ``to_arrow_type``."""
+    """The Arrow type of Spark type ``dt`` (CHAR/VARCHAR already normalized), as PySpark 3.5's ``to_arrow_type``."""
     from pyspark.sql import types as T
 
-    if not _SIMPLE_ARROW:
-        _fill_simple_arrow()
     kind = type(dt)
-    simple = _SIMPLE_ARROW.get(kind)
-    if simple is not None:
-        return simple()
+    for spark, arrow in ((T.BooleanType, pa.bool_), (T.ByteType, pa.int8), (T.ShortType, pa.int16),
+                         (T.IntegerType, pa.int32), (T.LongType, pa.int64), (T.FloatType, pa.float32),
+                         (T.DoubleType, pa.float64), (T.StringType, pa.string), (T.BinaryType, pa.binary),
+                         (T.DateType, pa.date32), (T.NullType, pa.null)):
+        if kind is spark:
+            return arrow()
     if kind is T.DecimalType:
         return pa.decimal128(dt.precision, dt.scale)
     if kind is T.TimestampType:  # Spark ships timestamps in UTC; with_timezone shows them in the session's zone
@@ -106,20 +106,6 @@ def _arrow_type_of(dt) -> pa.DataType:
         return _arrow_type_of(dt.sqlType())
     raise TypeError(f"Spark type {dt.simpleString() if hasattr(dt, 'simpleString') else dt!r} has no Arrow "
                     "counterpart (Spark cannot ship it as Arrow)")
-
-
-#: Spark type class -> Arrow type factory for the types without parameters (filled on first use: pyspark is
-#: imported only where a Spark type is converted)
-_SIMPLE_ARROW: dict = {}
-
-
-def _fill_simple_arrow() -> None:
-    from pyspark.sql import types as T
-
-    _SIMPLE_ARROW.update({T.BooleanType: pa.bool_, T.ByteType: pa.int8, T.ShortType: pa.int16,
-                          T.IntegerType: pa.int32, T.LongType: pa.int64, T.FloatType: pa.float32,
-                          T.DoubleType: pa.float64, T.StringType: pa.string, T.BinaryType: pa.binary,
-                          T.DateType: pa.date32, T.NullType: pa.null})
 
 
 def to_arrow_type(spark_type, timezone: Optional[str] = None) -> pa.DataType:
