@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -141,8 +142,6 @@ SPARK_TYPES = [T.BooleanType(), T.ByteType(), T.ShortType(), T.IntegerType(), T.
 
 
 def test_the_spark_to_arrow_mapping_is_pysparks_for_every_type():
-    import warnings
-
     from pyspark.sql.pandas.types import to_arrow_type as pyspark_to_arrow_type
 
     from atoll.interop.spark_types import to_arrow_type
@@ -159,8 +158,6 @@ def test_the_spark_to_arrow_mapping_is_pysparks_for_every_type():
 
 
 def test_the_arrow_to_spark_mapping_is_pysparks_for_every_type_apart_from_naive_timestamps_and_nullability():
-    import warnings
-
     from pyspark.sql.pandas.types import from_arrow_type
 
     arrow = [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
@@ -171,7 +168,8 @@ def test_the_arrow_to_spark_mapping_is_pysparks_for_every_type_apart_from_naive_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         for t in arrow:
-            assert to_spark_schema(pa.schema([pa.field("c", t)])) == T.StructType([T.StructField("c", from_arrow_type(t))]), t
+            expected = T.StructType([T.StructField("c", from_arrow_type(t))])
+            assert to_spark_schema(pa.schema([pa.field("c", t)])) == expected, t
         # PySpark maps a naive timestamp to timestamp (ours: timestamp_ntz, Spark's own type for it)
         assert to_spark_schema(pa.schema([("c", pa.timestamp("us"))]))["c"].dataType == T.TimestampNTZType()
         for t in (pa.uint8(), pa.date64(), pa.time32("s")):
