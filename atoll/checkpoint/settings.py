@@ -24,7 +24,8 @@ class RestartPolicy:
     wait before each attempt: ``min(max_backoff, backoff * 2**(r-1)) * (1 +- jitter)``. ``within``
     (seconds) counts only the restarts of that recent window against ``max_restarts``.
     ``on_stage_failure``: also restart when a stage fails (off by default: a deterministic poison element
-    would fail again on replay, as Pekko's supervision assumes)."""
+    would fail again on replay, as Pekko's supervision assumes). With it, an island that a failure travelled
+    through declines every later checkpoint, so that the restart goes back to a cut taken before the failure."""
 
     max_restarts: int = 3
     within: Optional[float] = None

@@ -2,7 +2,8 @@
 
 ``stages`` maps a stage key (its position in the island plan) to what its logic's ``save_to_snapshot``
 returned; ``in_flight`` lists the elements that sat in in-island connections at the cut, each against the
-upstream stage and outlet that pushed it (re-pushed from there on restore); ``fingerprint`` is the island's
+upstream stage and outlet that pushed it (re-pushed from there on restore); ``ended`` the stages that had finished
+(``StageEnd``: they stay finished after a restore); ``fingerprint`` is the island's
 stage list, compared on restore so that a checkpoint is never restored into a different blueprint.
 Serialization is pickle (protocol 5), with cloudpickle for what plain pickle refuses (lambdas in state).
 """
@@ -12,7 +13,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, StreamError
 
 
 @dataclass
@@ -27,7 +28,34 @@ class InFlight:
 
 
 @dataclass
+class StageEnd:
+    """How a stage that had finished at the cut closed its ports itself: ``outlets`` maps an outlet's number to
+    ``("completed", None)`` or ``("failed", exception)``, ``inlets`` an inlet's number to the cause it was cancelled
+    with. A port in neither was closed by the stage at its other end. A restore does not start such a stage again
+    (it stays finished) and closes these ports again the same way, so that the stages around it see what they saw
+    before the cut and nothing the finished stage did runs twice (a ``fold`` emitting its result, a ``recover``
+    its fallback, a failed branch coming back to life)."""
+
+    outlets: Dict[int, Tuple[str, Optional[BaseException]]] = field(default_factory=dict)
+    inlets: Dict[int, BaseException] = field(default_factory=dict)
+
+
+def picklable_exception(exc: BaseException) -> BaseException:
+    """``exc`` when it survives pickling (with cloudpickle), else a ``StreamError`` with its type and message."""
+    try:
+        import cloudpickle
+
+        pickle.loads(cloudpickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any exception that cannot travel is described instead
+        return StreamError(f"{type(exc).__qualname__}: {exc}")
+
+
+@dataclass
 class IslandSnapshot:
+    """``ended``: the stages that had finished at the cut, by stage key (``StageEnd``); snapshots written before
+    it existed have no such attribute (read with ``ended_stages``)."""
+
     island: int
     name: str
     checkpoint_id: int
@@ -36,6 +64,12 @@ class IslandSnapshot:
     in_flight: List[InFlight] = field(default_factory=list)
     finished: bool = False
     attempt: int = 0
+    ended: Dict[Any, StageEnd] = field(default_factory=dict)
+
+
+def ended_stages(snapshot: IslandSnapshot) -> Dict[Any, StageEnd]:
+    """The snapshot's finished stages (none for a snapshot written before they were recorded)."""
+    return getattr(snapshot, "ended", None) or {}
 
 
 def dumps(snapshot: IslandSnapshot, describe=None) -> bytes:

@@ -70,12 +70,18 @@ class Cancelled:
         return f"Cancelled({self.cause!r})"
 
 
+#: ``Connection.end`` kinds
+END_COMPLETED = "completed"
+END_FAILED = "failed"
+END_CANCELLED = "cancelled"
+
+
 class Connection:
     """One in-island edge: owners, handlers, port state and the element slot."""
 
     __slots__ = (
         "id", "in_owner", "out_owner", "in_handler", "out_handler", "state", "slot", "inlet", "outlet",
-        "demand", "chunked", "signals", "signals_before", "on_push", "on_pull", "ts",
+        "demand", "chunked", "signals", "signals_before", "on_push", "on_pull", "ts", "end",
     )
 
     def __init__(self, id: int):
@@ -102,6 +108,10 @@ class Connection:
         self.ts = None
         self.inlet = None
         self.outlet = None
+        #: how the connection closed first, and from which side: None while open, else ``(END_COMPLETED, None)``
+        #: or ``(END_FAILED, exc)`` (upstream closed it) or ``(END_CANCELLED, cause)`` (downstream did). A checkpoint
+        #: records it for the stages that finished, so that a restore closes their ports as they were closed
+        self.end = None
 
     def set_in_handler(self, handler) -> None:
         self.in_handler = handler

@@ -97,6 +97,9 @@ class GraphStageLogic:
     pulls_ahead = False
     #: Chunk regions: this logic can emit several elements for one it receives (``map_concat``).
     expands = False
+    #: Set by a checkpoint restore on a stage that had finished at the cut (a ``checkpoint.snapshot.StageEnd``): the
+    #: interpreter never starts it, and its ports are closed again as they were closed then.
+    _restored_end = None
 
     def __init__(self, shape: Optional[Shape] = None, in_count: int = 0, out_count: int = 0):
         if shape is not None:

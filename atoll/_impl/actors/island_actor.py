@@ -177,6 +177,8 @@ class IslandActor:
                                                    attempt=checkpoint.get("attempt", 0),
                                                    aligned=checkpoint.get("aligned", True),
                                                    logged=checkpoint.get("logged", False),
+                                                   decline_after_failure=checkpoint.get("decline_after_failure",
+                                                                                        False),
                                                    feedback=[island.inputs[ch] for ch in checkpoint.get("feedback", ())
                                                              if ch in island.inputs])
         self.outputs = {ch + wire_base: b for ch, b in island.outputs.items()}

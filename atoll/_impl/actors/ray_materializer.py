@@ -245,6 +245,7 @@ class RayMaterializer(Materializer):
             ckpt = {"storage": self.checkpoint.storage, "graph": build.name, "attempt": 0,
                     "aligned": self.checkpoint.guarantee == "exactly_once",
                     "logged": self.checkpoint.alignment == "logged",
+                    "decline_after_failure": self.checkpoint.restart.on_stage_failure,
                     "feedback": sorted(back_edge_channels(build.plans))}
         launcher = IslandLauncher([(p.index, p.name, p.finish_plan(), self._actor_options(p), p.options)
                                    for p in phases], settings, ckpt, self._pool)

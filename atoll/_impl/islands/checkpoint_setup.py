@@ -106,6 +106,7 @@ def island_checkpointer(settings: CheckpointSettings, host: Any, assembled: Any,
     cp = IslandCheckpointer(host, assembled.interpreter, index, name, assembled.keys, island_fingerprint(plan), report,
                             attempt=attempt, aligned=settings.guarantee == "exactly_once",
                             logged=settings.alignment == "logged",
+                            decline_after_failure=settings.restart.on_stage_failure,
                             feedback=[b for ch, b in assembled.inputs.items() if ch in back])
     host.checkpointer = cp
     return cp

@@ -7,7 +7,8 @@ barrier is blocked there (aligned checkpoints: nothing after the barrier enters 
 whose upstream ended counts as aligned once it delivered everything. When every input is aligned (and the
 coordinator's ``inject`` arrived, for an island without inputs) the island cuts as soon as every logic is
 ``ready_for_snapshot`` and no outlet has an ``emit`` in progress; while it waits, its sources are paused so
-that work in flight drains. The cut records every logic's ``save_to_snapshot`` and every element sitting in
+that work in flight drains. The cut records every logic's ``save_to_snapshot`` (for a stage that has finished:
+how it closed its ports, ``StageEnd``, so that a restore keeps it finished) and every element sitting in
 an in-island connection (against the outlet that pushed it), sends barrier ``n`` on every output channel,
 releases the inputs and resumes the sources. Local sources may be cut at any moment: their position is
 part of the island's state, and the barrier leaves after exactly what was sent before the cut.
@@ -24,13 +25,15 @@ import itertools
 import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ...checkpoint.snapshot import InFlight, IslandSnapshot, dumps, loads
+from ...checkpoint.snapshot import InFlight, IslandSnapshot, StageEnd, dumps, ended_stages, loads, picklable_exception
 from ...stage.checkpointing import NO_STATE
 from ...stage.handlers import OutHandler
 from ...stage.logic import _Emitting, _EmittingCompletion, _EmittingIterator, _EmittingSignal, _EmittingSingle
-from ...errors import CheckpointError, NonFailureCancellation
+from ...errors import NO_MORE_ELEMENTS_NEEDED, CheckpointError, NonFailureCancellation
 from ...stage._connection import (
     EMPTY,
+    END_CANCELLED,
+    END_COMPLETED,
     IN_CLOSED,
     IN_FAILED,
     OUT_CLOSED,
@@ -77,6 +80,13 @@ class _Replaying(_Emitting):
         super().__init__(logic, out, previous, None)
         self.elements = elements
         self.timestamps = timestamps
+        #: a stage that had failed this outlet at the cut fails it again once the elements before are out
+        self.then_fail: Optional[BaseException] = None
+
+    def follow_up(self) -> None:
+        super().follow_up()
+        if self.then_fail is not None:
+            self.logic._interpreter.fail(self.logic._out_conns[self.out.id], self.then_fail)
 
     def on_pull(self) -> None:
         logic, out = self.logic, self.out
@@ -160,8 +170,18 @@ class IslandCheckpointer:
 
     def __init__(self, host, interpreter, index: int, name: str, keys: Dict[int, Any], fingerprint: list,
                  report: Callable[..., None], attempt: int = 0, aligned: bool = True, logged: bool = False,
-                 feedback: Sequence[InputBoundary] = ()):
+                 feedback: Sequence[InputBoundary] = (), decline_after_failure: bool = False):
         self.host = host
+        #: exactly-once: the stages finished at a cut stay finished after a restore (``StageEnd``). Not at-least-once:
+        #: there a cut may hold a stage finished by an input that went past its barrier, whose source replays what
+        #: came after the barrier, so the stage must run again
+        self.keep_ended = aligned
+        #: restarts on stage failure: once a failure travelled through the island (a branch failed and the rest ran
+        #: on), every later checkpoint is declined, so that the restart the failure leads to goes back to a cut
+        #: before it rather than to one that holds the failed stages finished
+        self.decline_after_failure = decline_after_failure
+        #: id(logic) -> its ``StageEnd``, made once when a cut first finds the stage finished
+        self._ends: Dict[int, StageEnd] = {}
         #: exactly-once: an input that delivered barrier n waits for the cut; at-least-once (False): it goes
         #: on, so the cut (once every input saw n) holds effects of elements its source will replay
         self.aligned = aligned and not logged
@@ -311,7 +331,8 @@ class IslandCheckpointer:
         """Cut if the pending checkpoint can be cut now; otherwise pause the sources and wait (logged: once
         cut, ack when every log is complete). A failure that travelled through the island, or an input that
         dropped elements from before the barrier, since the checkpoint began declines it (``_lost_meanwhile``)."""
-        if self.pending is not None and (self.interpreter.failures != self.failures_at or self.dropped is not None):
+        if self.pending is not None and (self.interpreter.failures != self.failures_at or self.dropped is not None
+                                         or (self.decline_after_failure and self.interpreter.failures)):
             self._lost_meanwhile()
             return
         if self.logging is not None:
@@ -337,6 +358,9 @@ class IslandCheckpointer:
         n = self.pending
         if self.interpreter.failures != self.failures_at:
             why = f"a failure travelled through the island before its cut ({failure_in(self.interpreter)!r})"
+        elif self.dropped is None:
+            why = (f"a failure travelled through the island ({failure_in(self.interpreter)!r}) and restarts on stage "
+                   "failure go back to a checkpoint before it")
         else:
             why = f"{self.dropped} dropped elements it had received before the barrier (its downstream cancelled)"
         err = CheckpointError(f"island {self.name}: checkpoint {n} declined: {why}")
@@ -378,6 +402,12 @@ class IslandCheckpointer:
             key = keys.get(id(logic))
             if key is None:
                 continue
+            if self.keep_ended and logic._finalized and keeps_finished(logic):
+                end = self._ends.get(id(logic))
+                if end is None:
+                    end = self._ends[id(logic)] = stage_end(logic)
+                snap.ended[key] = end
+                continue
             state = logic.save_to_snapshot()
             if state is not NO_STATE:
                 snap.stages[key] = state
@@ -389,6 +419,8 @@ class IslandCheckpointer:
         found: Dict[Any, list] = {}
         for conn in self.interpreter.connections:
             slot = conn.slot
+            if type(slot) is Failed and not conn.state & IN_CLOSED:
+                slot = slot.previous  # the element before a failure downstream has not heard of yet
             if slot is EMPTY or type(slot) is Failed or type(slot) is Cancelled:
                 continue
             owner, outlet, depth = conn.out_owner, conn.outlet, 0
@@ -562,6 +594,11 @@ def ended_cleanly(interpreter) -> bool:
 def restore_island(snapshot: IslandSnapshot, logics_by_key: Dict[Any, Any], island: str) -> List[tuple]:
     """Put the saved states back into freshly created logics (before ``pre_start``); returns the elements to
     re-push once the interpreter is initialized (``replay_in_flight``)."""
+    for key, end in ended_stages(snapshot).items():
+        logic = logics_by_key.get(key)
+        if logic is None:
+            raise RuntimeError(f"island {island}: the checkpoint holds the end of stage #{key}, which is not there")
+        logic._restored_end = end
     for key, state in snapshot.stages.items():
         if type(key) is tuple and key and key[0] == "prepared":
             continue
@@ -586,3 +623,87 @@ def replay_in_flight(replays: List[tuple]) -> None:
             continue
         logic.set_handler(out, _Replaying(logic, out, logic.get_handler(out), list(f.elements),
                                           None if f.timestamps is None else list(f.timestamps)))
+
+
+# ---------------------------------------------------------------------------------------------- finished stages
+def keeps_finished(logic) -> bool:
+    """Whether ``logic``, finished at a cut, stays finished after a restore of it: every stage apart from the channel
+    boundaries (started again: they carry the closes to the other islands) and adapters. A finished sink's
+    materialized value was completed by the run that took the cut (and with restarts on stage failure no cut holds
+    a failed stage), so the value is not needed again."""
+    return not isinstance(logic, (InputBoundary, OutputBoundary, _Adapter))
+
+
+def stage_end(logic) -> StageEnd:
+    """How the finished ``logic`` closed its ports (``StageEnd``); a stage restored finished keeps its record."""
+    restored = logic._restored_end
+    if restored is not None:
+        return restored
+    end = StageEnd()
+    for i, conn in enumerate(logic._out_conns):
+        if conn is not None and conn.end is not None and conn.end[0] != END_CANCELLED:
+            kind, exc = conn.end
+            end.outlets[i] = (kind, None if exc is None else picklable_exception(exc))
+    for i, conn in enumerate(logic._in_conns):
+        if conn is not None and conn.end is not None and conn.end[0] == END_CANCELLED:
+            end.inlets[i] = picklable_exception(conn.end[1])
+    return end
+
+
+def close_ended(interpreter) -> None:
+    """After a restore's ``init``: close the ports of the stages restored finished (never started) as they closed
+    them before the cut - completed or failed outlets (after the elements that waited on them are re-pushed),
+    cancelled inlets - so that the live stages around them hear it again. A port their neighbour had closed is
+    closed without an event when that neighbour is a live stage (it closed it itself and its restored state knows),
+    or from this side when it is a channel boundary, which passes the close on to its peer island."""
+    ended = [logic for logic in interpreter.logics if logic._restored_end is not None]
+    for logic in ended:
+        end = logic._restored_end
+        for i, (kind, exc) in end.outlets.items():
+            conn, handler = logic._out_conns[i], logic._out_handlers[i]
+            if kind == END_COMPLETED:
+                if isinstance(handler, _Emitting):  # re-pushed elements first
+                    handler.add_follow_up(_EmittingCompletion(logic, handler.out, handler.previous))
+                else:
+                    interpreter.complete(conn)
+            elif isinstance(handler, _Replaying):
+                handler.then_fail = exc
+            else:
+                interpreter.fail(conn, exc)
+        for i, cause in end.inlets.items():
+            interpreter.cancel(logic._in_conns[i], cause)
+    for logic in ended:
+        end = logic._restored_end
+        for i, conn in enumerate(logic._out_conns):
+            if conn is not None and i not in end.outlets:
+                _closed_by_neighbour(interpreter, conn, True)
+        for i, conn in enumerate(logic._in_conns):
+            if conn is not None and i not in end.inlets:
+                _closed_by_neighbour(interpreter, conn, False)
+
+
+def _closed_by_neighbour(interpreter, conn, downstream: bool) -> None:
+    """``conn`` of a stage restored finished had been closed by its neighbour (``downstream``: the stage's outlet,
+    cancelled by the stage after it; else its inlet, completed or failed by the one before): close it again,
+    looking through adapters (which had passed the close on)."""
+    while True:
+        if conn.state & (IN_CLOSED | OUT_CLOSED) == IN_CLOSED | OUT_CLOSED:
+            return
+        neighbour = conn.in_owner if downstream else conn.out_owner
+        if neighbour._restored_end is not None:
+            return  # its own record closes it
+        if isinstance(neighbour, (InputBoundary, OutputBoundary)):
+            if downstream:
+                interpreter.complete(conn)
+            else:
+                interpreter.cancel(conn, NO_MORE_ELEMENTS_NEEDED)
+            return
+        near = conn.out_owner if downstream else conn.in_owner
+        conn.state |= IN_CLOSED | OUT_CLOSED  # as before the cut, without an event
+        conn.end = (END_CANCELLED, NO_MORE_ELEMENTS_NEEDED) if downstream else (END_COMPLETED, None)
+        interpreter._dec(neighbour)
+        if near._restored_end is None:
+            interpreter._dec(near)  # an adapter between them: it had closed this side too
+        if not isinstance(neighbour, _Adapter):
+            return
+        conn = neighbour._out_conns[0] if downstream else neighbour._in_conns[0]

@@ -28,6 +28,9 @@ from ...markers import Done
 from ...stage.attributes import LogLevels
 from ...stage._connection import (
     EMPTY,
+    END_CANCELLED,
+    END_COMPLETED,
+    END_FAILED,
     HELD,
     IN_CLOSED,
     IN_FAILED,
@@ -92,6 +95,7 @@ class GraphInterpreter:
         "finished",
         "refund",
         "failures",
+        "restored_ends",
         "_fuzz",
         "_initialized",
     )
@@ -116,6 +120,9 @@ class GraphInterpreter:
         #: failures that travelled through connections so far (failed, or cancelled with an error): a checkpoint
         #: of the island is declined when one travels while it is being taken (``IslandCheckpointer``)
         self.failures = 0
+        #: after a restore: ``restored_ends(interpreter)`` closes the ports of the stages that had finished at the
+        #: cut (they are not started again) once every other stage has started (``checkpointer.close_ended``)
+        self.restored_ends = None
         self._fuzz = None if fuzzing is None else random.Random(fuzzing)
         self.enqueue = self.queue.append if fuzzing is None else self._enqueue_fuzzing
         self._initialized = False
@@ -131,11 +138,18 @@ class GraphInterpreter:
             logic._attach(self, i)
         self._initialized = True
         for logic in self.logics:
+            if logic._restored_end is not None:  # finished at the restored cut: it stays finished, never started
+                logic._counter = 0
+                logic._finalized = True
+                self.running_stages -= 1
+                continue
             try:
                 logic.pre_start()
             except Exception as e:  # noqa: BLE001 - a failing pre_start fails its stage
                 self._report_error(logic, e)
             self._after_stage_has_run(logic)
+        if self.restored_ends is not None:
+            self.restored_ends(self)
 
     @property
     def is_completed(self) -> bool:
@@ -446,6 +460,8 @@ class GraphInterpreter:
     def complete(self, conn: Connection) -> None:
         st = conn.state
         conn.state = st | OUT_CLOSED
+        if conn.end is None:
+            conn.end = (END_COMPLETED, None)
         if st & (IN_CLOSED | PUSHING | PULLING | OUT_CLOSED) == 0:
             self.enqueue(conn)
         if not st & OUT_CLOSED:
@@ -454,6 +470,8 @@ class GraphInterpreter:
     def fail(self, conn: Connection, exc: BaseException) -> None:
         st = conn.state
         conn.state = st | OUT_CLOSED
+        if conn.end is None:
+            conn.end = (END_FAILED, exc)
         if st & (IN_CLOSED | OUT_CLOSED) == 0:
             self.failures += 1
             conn.state = st | OUT_CLOSED | IN_FAILED
@@ -466,6 +484,8 @@ class GraphInterpreter:
     def cancel(self, conn: Connection, cause: BaseException) -> None:
         st = conn.state
         conn.state = st | IN_CLOSED
+        if conn.end is None:
+            conn.end = (END_CANCELLED, cause)
         if not st & OUT_CLOSED:
             if not isinstance(cause, NonFailureCancellation):
                 self.failures += 1
