@@ -406,8 +406,7 @@ class IslandCheckpointer:
                 end = self._ends.get(id(logic))
                 if end is None:
                     end = self._ends[id(logic)] = stage_end(logic)
-                snap.ended[key] = end
-                continue
+                snap.ended[key] = end  # its state too: a restore rolls external effects back with it
             state = logic.save_to_snapshot()
             if state is not NO_STATE:
                 snap.stages[key] = state
