@@ -10,9 +10,10 @@ rank  units                                        what they are
 ====  ===========================================  ==============================================================
 0     ``errors``, ``markers``, ``_futures``,       leaf modules: exceptions, ``NotUsed``/``Done``, promises; rows
       ``_rows``, ``_impl``                         built from columns; the docstring of the internal packages' home
-1     ``stage``, ``windowing``, ``checkpoint``     what a custom operator is written with (GraphStage, logic,
-                                                   ports, shapes, attributes, substreams); window definitions;
-                                                   checkpoint settings, storage and snapshot formats
+1     ``stage``, ``windowing``, ``checkpoint``,    what a custom operator is written with (GraphStage, logic,
+      ``_portable``                                ports, shapes, attributes, substreams); window definitions;
+                                                   checkpoint settings, storage and snapshot formats; exceptions
+                                                   made picklable (islands' checkpoints, Ray calls)
 2     ``materializer``                             traversal, builders, ``Keep``, the phased materializer
 3     ``ops`` (in ``_impl``)                       the operator catalogue: GraphStages built on ``stage``
 4     ``islands`` (in ``_impl``)                   the graph interpreter, the chunk pass, island assembly, the
@@ -55,6 +56,7 @@ LAYERS: Dict[str, int] = {
     "stage": 1,
     "windowing": 1,
     "checkpoint": 1,
+    "_portable": 1,
     "materializer": 2,
     "ops": 3,
     "islands": 4,

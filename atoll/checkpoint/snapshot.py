@@ -13,7 +13,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import CheckpointError, StreamError
+from ..errors import CheckpointError
 
 
 @dataclass
@@ -38,17 +38,6 @@ class StageEnd:
 
     outlets: Dict[int, Tuple[str, Optional[BaseException]]] = field(default_factory=dict)
     inlets: Dict[int, BaseException] = field(default_factory=dict)
-
-
-def picklable_exception(exc: BaseException) -> BaseException:
-    """``exc`` when it survives pickling (with cloudpickle), else a ``StreamError`` with its type and message."""
-    try:
-        import cloudpickle
-
-        pickle.loads(cloudpickle.dumps(exc))
-        return exc
-    except Exception:  # noqa: BLE001 - any exception that cannot travel is described instead
-        return StreamError(f"{type(exc).__qualname__}: {exc}")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from ...errors import StreamDetachedError
 from ...markers import Done, NotUsed
 from ..ops.kill_switch import KillSwitch
 from .messages import CallResult, Detached, Raised, Returned, ReturnedSelf
-from .portable import portable_exception
+from ..._portable import portable_exception
 
 _PLAIN = (type(None), bool, int, float, str, bytes)
 

@@ -50,7 +50,7 @@ from .messages import (
     PollEvent,
 )
 from .refs import RemotePublisherRef, RemoteSubscriberRef
-from .portable import portable_exception
+from ..._portable import portable_exception
 
 log = logging.getLogger("atoll.actor")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .codec import encode_message
-from .portable import portable_exception
+from ..._portable import portable_exception
 
 
 class RemotePublisherRef:

@@ -25,7 +25,8 @@ import itertools
 import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ...checkpoint.snapshot import InFlight, IslandSnapshot, StageEnd, dumps, ended_stages, loads, picklable_exception
+from ..._portable import portable_exception
+from ...checkpoint.snapshot import InFlight, IslandSnapshot, StageEnd, dumps, ended_stages, loads
 from ...stage.checkpointing import NO_STATE
 from ...stage.handlers import OutHandler
 from ...stage.logic import _Emitting, _EmittingCompletion, _EmittingIterator, _EmittingSignal, _EmittingSingle
@@ -642,10 +643,10 @@ def stage_end(logic) -> StageEnd:
     for i, conn in enumerate(logic._out_conns):
         if conn is not None and conn.end is not None and conn.end[0] != END_CANCELLED:
             kind, exc = conn.end
-            end.outlets[i] = (kind, None if exc is None else picklable_exception(exc))
+            end.outlets[i] = (kind, None if exc is None else portable_exception(exc))
     for i, conn in enumerate(logic._in_conns):
         if conn is not None and conn.end is not None and conn.end[0] == END_CANCELLED:
-            end.inlets[i] = picklable_exception(conn.end[1])
+            end.inlets[i] = portable_exception(conn.end[1])
     return end
 
 

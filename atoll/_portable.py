@@ -1,11 +1,12 @@
-"""Exceptions that must cross process boundaries intact (same type, same message)."""
+"""Exceptions that must cross process boundaries intact (same type, same message): Ray calls between islands, and the
+failures a checkpoint records of the stages that had finished."""
 from __future__ import annotations
 
 import sys
 
 import cloudpickle
 
-from ...errors import StreamError
+from .errors import StreamError
 
 
 class RemoteStreamError(StreamError):
