@@ -148,16 +148,14 @@ def assemble_island(plan: IslandPlan, transport: IslandTransport, host, material
     keys.update((id(b), ("in", ch)) for ch, b in inputs.items())
     prepare_island(builder, settings, plan.event_time)
     replays: List[Any] = []
-    ended = False
     if restore is not None:
         from .checkpointer import restore_island
 
         by_key = {key: logic for logic in builder.logics if (key := keys.get(id(logic))) is not None}
         replays = restore_island(restore, by_key, plan.name)
-        ended = any(logic._restored_end is not None for logic in by_key.values())
     interpreter = builder.build(host, materializer)
-    if ended:
+    if restore is not None:
         from .checkpointer import close_ended
 
-        interpreter.restored_ends = close_ended
+        interpreter.restored_ends = close_ended  # the stages restored finished close their ports again
     return AssembledIsland(interpreter, outputs, inputs, materialized, keys, replays)
