@@ -35,6 +35,7 @@ from ...stage._connection import (
     EMPTY,
     END_CANCELLED,
     END_COMPLETED,
+    END_FAILED,
     IN_CLOSED,
     IN_FAILED,
     OUT_CLOSED,
@@ -177,9 +178,9 @@ class IslandCheckpointer:
         #: there a cut may hold a stage finished by an input that went past its barrier, whose source replays what
         #: came after the barrier, so the stage must run again
         self.keep_ended = aligned
-        #: restarts on stage failure: once a failure travelled through the island (a branch failed and the rest ran
-        #: on), every later checkpoint is declined, so that the restart the failure leads to goes back to a cut
-        #: before it rather than to one that holds the failed stages finished
+        #: restarts on stage failure: once a failure reached one of the island's ends (a branch failed and the rest
+        #: ran on; ``failure_in``), every later checkpoint is declined, so that the restart the failure leads to
+        #: goes back to a cut before it rather than to one that holds the failed stages finished
         self.decline_after_failure = decline_after_failure
         #: id(logic) -> its ``StageEnd``, made once when a cut first finds the stage finished
         self._ends: Dict[int, StageEnd] = {}
@@ -332,8 +333,9 @@ class IslandCheckpointer:
         """Cut if the pending checkpoint can be cut now; otherwise pause the sources and wait (logged: once
         cut, ack when every log is complete). A failure that travelled through the island, or an input that
         dropped elements from before the barrier, since the checkpoint began declines it (``_lost_meanwhile``)."""
-        if self.pending is not None and (self.interpreter.failures != self.failures_at or self.dropped is not None
-                                         or (self.decline_after_failure and self.interpreter.failures)):
+        if self.pending is not None and (
+                self.interpreter.failures != self.failures_at or self.dropped is not None
+                or (self.decline_after_failure and failure_in(self.interpreter) is not None)):
             self._lost_meanwhile()
             return
         if self.logging is not None:
@@ -358,9 +360,9 @@ class IslandCheckpointer:
         its restore never replays."""
         n = self.pending
         if self.interpreter.failures != self.failures_at:
-            why = f"a failure travelled through the island before its cut ({failure_in(self.interpreter)!r})"
+            why = f"a failure travelled through the island before its cut ({failure_in(self.interpreter, False)!r})"
         elif self.dropped is None:
-            why = (f"a failure travelled through the island ({failure_in(self.interpreter)!r}) and restarts on stage "
+            why = (f"a failure reached an end of the island ({failure_in(self.interpreter)!r}) and restarts on stage "
                    "failure go back to a checkpoint before it")
         else:
             why = f"{self.dropped} dropped elements it had received before the barrier (its downstream cancelled)"
@@ -573,20 +575,28 @@ def _append_in_flight(snap: IslandSnapshot, key: Any, outlet: int, elems: list, 
     snap.in_flight.append(InFlight(key, outlet, list(elems), ts))
 
 
-def failure_in(interpreter) -> Optional[BaseException]:
-    """The first failure that travelled through the island: a connection that failed, or one cancelled with an
-    error (None when every stage ended normally)."""
+def failure_in(interpreter, at_ends: bool = True) -> Optional[BaseException]:
+    """The first failure that reached one of the island's ends: a connection into a sink (a stage without outlets) or
+    an output boundary that failed, or that the sink or boundary cancelled with an error (a sink that failed itself, a
+    peer island that failed). A failure a stage turned into a completion on its way (``recover``) is not one: the
+    island's stream ended as its ends saw it. ``at_ends=False``: the first failure on any connection. None when
+    there is none."""
     for conn in interpreter.connections:
-        slot = conn.slot
-        if conn.state & IN_FAILED:
-            return slot.ex if type(slot) is Failed else RuntimeError("a stage failed")
-        if type(slot) is Cancelled and not isinstance(slot.cause, NonFailureCancellation):
-            return slot.cause
+        end = conn.end
+        if end is None:
+            continue
+        if at_ends:
+            owner = conn.in_owner
+            if owner._out_conns and not isinstance(owner, OutputBoundary):
+                continue
+        kind, cause = end
+        if kind == END_FAILED or (kind == END_CANCELLED and not isinstance(cause, NonFailureCancellation)):
+            return cause
     return None
 
 
 def ended_cleanly(interpreter) -> bool:
-    """No failure travelled through the island: no connection failed, none was cancelled with an error."""
+    """No failure reached one of the island's ends (``failure_in``)."""
     return failure_in(interpreter) is None
 
 
