@@ -37,7 +37,6 @@ from ...stage._connection import (
     END_COMPLETED,
     END_FAILED,
     IN_CLOSED,
-    IN_FAILED,
     OUT_CLOSED,
     OUT_READY,
     PULL_END_FLIP,
