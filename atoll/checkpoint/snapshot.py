@@ -19,12 +19,15 @@ from ..errors import CheckpointError
 @dataclass
 class InFlight:
     """Elements waiting in one connection at the cut: pushed by ``stage``'s outlet number ``outlet``
-    (``timestamps`` parallel to ``elements`` in event-time graphs, else None)."""
+    (``timestamps`` parallel to ``elements`` in event-time graphs, else None). ``signals``: the control signals
+    (watermarks, idle markers) that waited among them, as ``(how many of the elements come before it, signal)``
+    in their order; None when there were none (and in snapshots written before signals were recorded)."""
 
     stage: Any
     outlet: int
     elements: list
     timestamps: Optional[list] = None
+    signals: Optional[list] = None
 
 
 @dataclass
@@ -54,6 +57,11 @@ class IslandSnapshot:
     finished: bool = False
     attempt: int = 0
     ended: Dict[Any, StageEnd] = field(default_factory=dict)
+
+
+def in_flight_signals(f: InFlight) -> list:
+    """The signals recorded among ``f``'s elements (none in a snapshot written before they were recorded)."""
+    return getattr(f, "signals", None) or []
 
 
 def ended_stages(snapshot: IslandSnapshot) -> Dict[Any, StageEnd]:

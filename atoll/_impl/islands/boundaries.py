@@ -714,7 +714,9 @@ class InputBoundary(GraphStageLogic, OutHandler):
             self._fail_channel(ProtocolError(f"{self}: frame #{seq} arrived, expected #{self.frame_seq}"))
             return
         self.frame_seq = seq + 1
+        tail = None
         if frame and type(frame[-1]) is FrameSignals:
+            tail = frame[-1].signals
             frame = self._take_signals(frame)
         ts = None
         if frame and type(frame[-1]) is FrameTimestamps:
@@ -733,7 +735,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
                 self.request_at = 1
             q.append([self.received - n, self.received, stored])
         if self.log is not None and not self.log_complete:
-            self._log_frame(frame, ts, n)
+            self._log_frame(frame, ts, n, tail)
         self.frames_received += 1
         if self.grow_to and n:
             self._grow(frame[0])
@@ -837,6 +839,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
     #: (the channel's state in that checkpoint; the elements are delivered as usual too)
     log: Optional[list] = None
     log_ts: Optional[list] = None
+    log_signals: Optional[list] = None  # (elements of ``log`` before it, signal)
     log_for: Optional[int] = None
     log_complete = False
 
@@ -879,14 +882,28 @@ class InputBoundary(GraphStageLogic, OutHandler):
         return bool(sigs) and type(sigs[0][1]) is ChannelBarrier and sigs[0][0] <= self.delivered
 
     def undelivered_before_cut(self, checkpoint_id: int) -> tuple:
-        """``(elements, timestamps or None)`` received but not delivered that belong before the cut of
-        ``checkpoint_id`` (``_undelivered_count``)."""
+        """``(elements, timestamps or None, signals)`` received but not delivered that belong before the cut of
+        ``checkpoint_id`` (``_undelivered_count``); ``signals``: the control signals among them not sent on yet, as
+        ``(how many of the elements come before it, signal)``."""
         n = self._undelivered_count(checkpoint_id)
+        sigs: list = []
+        queued = self.signals
+        if queued:
+            cut_here = self.barrier_seen == checkpoint_id
+            if not cut_here or any(type(sig) is ChannelBarrier and sig.checkpoint_id == checkpoint_id
+                                   for _p, sig in queued):
+                delivered = self.delivered
+                for pos, sig in queued:
+                    if type(sig) is ChannelBarrier:
+                        if cut_here and sig.checkpoint_id == checkpoint_id:
+                            break
+                        continue  # a barrier of a checkpoint given up
+                    sigs.append((max(0, pos - delivered), sig))
         if n <= 0:
-            return [], None
+            return [], None, sigs
         elems = _peek(self.buffer, n)
         ts = _peek(self.ts_buffer, n) if self.ts_buffer is not None else None
-        return elems, ts
+        return elems, ts, sigs
 
     def _undelivered_count(self, checkpoint_id: int) -> int:
         """How many buffered elements belong before the cut of ``checkpoint_id``: those up to its barrier, none once
@@ -904,10 +921,12 @@ class InputBoundary(GraphStageLogic, OutHandler):
         """Record what arrives from now on until barrier ``checkpoint_id`` (the island's cut is done)."""
         self.log, self.log_for, self.log_complete = [], checkpoint_id, False
         self.log_ts = [] if self.ts_buffer is not None else None
+        self.log_signals = []
 
-    def _log_frame(self, frame: list, ts: Optional[list], n: int) -> None:
-        """Log the frame's elements that came before the logged checkpoint's barrier (all of them if it is
-        not in this frame; the barrier's signal is still queued, delivery has not reached it)."""
+    def _log_frame(self, frame: list, ts: Optional[list], n: int, tail: Optional[list] = None) -> None:
+        """Log the frame's elements, and the signals of its tail (``(position in the frame, signal)``), that came
+        before the logged checkpoint's barrier (all of them if it is not in this frame; the barrier's signal is
+        still queued, delivery has not reached it)."""
         limit = n
         if self.barrier_seen == self.log_for:
             base = self.received - n
@@ -916,6 +935,14 @@ class InputBoundary(GraphStageLogic, OutHandler):
                     limit = max(0, min(n, pos - base))
                     break
             self.log_complete = True
+        if tail:
+            logged = len(self.log)
+            for p, sig in tail:
+                if type(sig) is ChannelBarrier:
+                    if sig.checkpoint_id == self.log_for:
+                        break
+                    continue
+                self.log_signals.append((logged + p, sig))
         if limit:
             self.log.extend(frame[:limit])
             if self.log_ts is not None:
@@ -927,11 +954,11 @@ class InputBoundary(GraphStageLogic, OutHandler):
         return self.log_complete or self.upstream_done
 
     def take_log(self) -> tuple:
-        """``(elements, timestamps or None)`` logged, and stop logging."""
-        elems, ts = self.log or [], self.log_ts
-        self.log = self.log_ts = self.log_for = None
+        """``(elements, timestamps or None, signals)`` logged, and stop logging."""
+        elems, ts, sigs = self.log or [], self.log_ts, self.log_signals or []
+        self.log = self.log_ts = self.log_signals = self.log_for = None
         self.log_complete = False
-        return elems, (ts if ts is not None and any(t is not None for t in ts) else None)
+        return elems, (ts if ts is not None and any(t is not None for t in ts) else None), sigs
 
     def _emit_due_signals(self) -> None:
         """Emit every signal whose elements before it have all been pushed downstream."""

@@ -15,9 +15,10 @@ part of the island's state, and the barrier leaves after exactly what was sent b
 
 Why a moment and not a drain (the design sketch drained first): elements waiting in connections are
 captured and re-pushed on restore, so a cycle inside an island, or a ``Zip`` waiting for its other input,
-needs no quiescence. What is not captured: pending ``emit`` outputs (the cut waits for them, since their
-``and_then`` continuations cannot be saved) and control signals waiting on connections (a watermark lost
-this way is re-sent by the next one).
+needs no quiescence. Control signals waiting among those elements are captured at their positions and re-sent
+in place, and the event time the kernel keeps for each logic (clock, timers, fan-in valve) is saved beside its
+state (``event_time_state``). What is not captured: pending ``emit`` outputs with an ``and_then`` continuation (the
+cut waits for them, since a continuation cannot be saved).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..._portable import portable_exception
-from ...checkpoint.snapshot import InFlight, IslandSnapshot, StageEnd, dumps, ended_stages, loads
+from ...checkpoint.snapshot import InFlight, IslandSnapshot, StageEnd, dumps, ended_stages, in_flight_signals, loads
 from ...stage.checkpointing import NO_STATE
 from ...stage.handlers import OutHandler
 from ...stage.logic import _Emitting, _EmittingCompletion, _EmittingIterator, _EmittingSignal, _EmittingSingle
@@ -40,11 +41,14 @@ from ...stage._connection import (
     OUT_CLOSED,
     OUT_READY,
     PULL_END_FLIP,
+    PUSHING,
     Cancelled,
     Failed,
 )
+from ...stage.signals import Barrier, Signal
 from .boundaries import InputBoundary, OutputBoundary
 from .chunking import _Adapter
+from .event_time_state import EVENT_TIME, event_time_state, is_event_time_key, restore_event_time_state
 
 log = logging.getLogger("atoll.checkpoint")
 
@@ -74,13 +78,20 @@ class _PausedOut(OutHandler):
 
 class _Replaying(_Emitting):
     """Re-pushes the elements that sat in a connection at the cut, before the outlet's own handler runs
-    again: one per pull, or as many as the pull accepts on a chunk connection. It is an ``emit`` in
-    progress, so a completion the restored stage asks for (a source restored at its end) waits behind it."""
+    again: one per pull, or as many as the pull accepts on a chunk connection (never past the next signal). It is
+    an ``emit`` in progress, so a completion the restored stage asks for (a source restored at its end) waits
+    behind it. ``signals`` are the control signals that waited among those elements, as ``(elements before it,
+    signal)``: each goes out once the elements before it are out (``start`` sends those before the first element,
+    after ``init``), so the stages downstream meet the same watermarks between the same elements as before the
+    cut."""
 
-    def __init__(self, logic, out, previous, elements: list, timestamps: Optional[list]):
+    def __init__(self, logic, out, previous, elements: list, timestamps: Optional[list],
+                 signals: Optional[list] = None):
         super().__init__(logic, out, previous, None)
         self.elements = elements
         self.timestamps = timestamps
+        self.signals = signals or None
+        self.done = 0  # elements re-pushed so far (the signals' positions count from the first)
         #: a stage that had failed this outlet at the cut fails it again once the elements before are out
         self.then_fail: Optional[BaseException] = None
 
@@ -89,12 +100,39 @@ class _Replaying(_Emitting):
         if self.then_fail is not None:
             self.logic._interpreter.fail(self.logic._out_conns[self.out.id], self.then_fail)
 
+    def start(self) -> None:
+        """After ``init``: send the signals that came before the first element; with no element to re-push (only
+        signals waited), hand the outlet back."""
+        self._emit_due()
+        if not self.elements and self.logic._out_handlers[self.out.id] is self:
+            self.follow_up()
+
+    def _emit_due(self) -> None:
+        sigs = self.signals
+        if sigs:
+            logic = self.logic
+            conn, interpreter, done = logic._out_conns[self.out.id], logic._interpreter, self.done
+            i = 0
+            while i < len(sigs) and sigs[i][0] <= done:
+                interpreter.emit_signal(conn, sigs[i][1])
+                i += 1
+            del sigs[:i]
+
+    def pending(self) -> tuple:
+        """``(elements, timestamps or None, signals)`` still to re-push, the signals' positions counted from the
+        first of those elements."""
+        done = self.done
+        sigs = [(p - done, sig) for p, sig in self.signals] if self.signals else []
+        return self.elements, self.timestamps, sigs
+
     def on_pull(self) -> None:
         logic, out = self.logic, self.out
         conn = logic._out_conns[out.id]
         elems, ts = self.elements, self.timestamps
         if conn.chunked:
             n = min(len(elems), conn.demand)
+            if self.signals:  # a signal is a flush point: the chunk stops before it
+                n = max(1, min(n, self.signals[0][0] - self.done))
             chunk, self.elements = elems[:n], elems[n:]
             if ts is not None:
                 tchunk, self.timestamps = ts[:n], ts[n:]
@@ -102,12 +140,16 @@ class _Replaying(_Emitting):
             else:
                 logic.push(out, chunk)
         else:
+            n = 1
             self.elements = elems[1:]
             if ts is not None:
                 self.timestamps = ts[1:]
                 logic.push(out, elems[0], ts[0])
             else:
                 logic.push(out, elems[0])
+        self.done += n
+        if self.signals:
+            self._emit_due()
         if not self.elements:
             self.follow_up()
 
@@ -116,24 +158,38 @@ class _Replaying(_Emitting):
 EMIT_LIMIT = 100_000
 
 
+def recordable_signal(signal) -> bool:
+    """Whether a control signal waiting at a cut is recorded with the elements around it: every one but a
+    checkpoint barrier (barriers belong to the run that sent them; inside an island there are none)."""
+    return isinstance(signal, Signal) and not isinstance(signal, Barrier)
+
+
 def _pending_emits(handler) -> Optional[tuple]:
-    """``(elements, timestamps or None)`` an ``emit`` chain still has to push, or None when it cannot be
-    recorded: an ``and_then`` continuation (a closure the stage relies on) or an iterator longer than
-    ``EMIT_LIMIT``. An iterator is read into a list and put back, so the stream sees the same elements.
-    Queued signals are left out, queued completions too (a restored stage completes again by itself)."""
+    """``(elements, timestamps or None, signals)`` an ``emit`` chain still has to push (``signals``: the control
+    signals queued among them, as ``(elements before it, signal)``), or None when it cannot be recorded: an
+    ``and_then`` continuation (a closure the stage relies on) or an iterator longer than ``EMIT_LIMIT``. An
+    iterator is read into a list and put back, so the stream sees the same elements. Queued completions are left
+    out (a restored stage completes again by itself)."""
     elems: list = []
     stamps: list = []
+    sigs: list = []
     chain = [handler]
     i = 0
     while i < len(chain):
         e = chain[i]
         i += 1
         chain[i:i] = e.follow_ups
-        if isinstance(e, (_EmittingSignal, _EmittingCompletion)):
+        if isinstance(e, _EmittingSignal):
+            if recordable_signal(e.signal):
+                sigs.append((len(elems), e.signal))
+            continue
+        if isinstance(e, _EmittingCompletion):
             continue
         if isinstance(e, _Replaying):  # a restore's re-push not finished yet
-            elems.extend(e.elements)
-            stamps.extend(e.timestamps if e.timestamps is not None else [None] * len(e.elements))
+            r_elems, r_ts, r_sigs = e.pending()
+            sigs.extend((len(elems) + p, sig) for p, sig in r_sigs)
+            elems.extend(r_elems)
+            stamps.extend(r_ts if r_ts is not None else [None] * len(r_elems))
             continue
         if e.and_then is not None:
             return None
@@ -151,7 +207,38 @@ def _pending_emits(handler) -> Optional[tuple]:
             stamps.extend([e.ts] * (1 + len(rest)))
         else:
             return None
-    return elems, (stamps if any(t is not None for t in stamps) else None)
+    return elems, (stamps if any(t is not None for t in stamps) else None), sigs
+
+
+def _connection_contents(conn) -> Optional[tuple]:
+    """``(elements, timestamps or None, signals)`` waiting in ``conn`` at a cut, or None when nothing does: the
+    element (or chunk) in its slot and the control signals queued on it, in their order - those emitted before
+    the element still being pushed come first, those after it (or after an element delivered and not grabbed)
+    last."""
+    slot = conn.slot
+    st = conn.state
+    if type(slot) is Failed and not st & IN_CLOSED:
+        slot = slot.previous  # the element before a failure downstream has not heard of yet
+    has_elem = not (slot is EMPTY or type(slot) is Failed or type(slot) is Cancelled)
+    queued = conn.signals
+    if not has_elem and not queued:
+        return None
+    elems: list = []
+    ts = None
+    if has_elem:
+        elems = list(slot) if conn.chunked else [slot]
+        ts = conn.ts
+        if ts is not None:
+            ts = list(ts) if conn.chunked else [ts]
+    sigs: list = []
+    if queued:
+        before = conn.signals_before if has_elem and st & PUSHING else 0
+        for j, sig in enumerate(queued):
+            if recordable_signal(sig):
+                sigs.append((0 if j < before else len(elems), sig))
+    if not elems and not sigs:
+        return None
+    return elems, ts, sigs
 
 
 class IslandCheckpointer:
@@ -412,6 +499,10 @@ class IslandCheckpointer:
             state = logic.save_to_snapshot()
             if state is not NO_STATE:
                 snap.stages[key] = state
+            if logic._event_clock is not None or logic._alignment is not None:
+                timed = event_time_state(logic)
+                if timed is not None:
+                    snap.stages[(EVENT_TIME, key)] = timed
         if not finished:
             snap.in_flight = self._in_flight()
         return snap
@@ -419,10 +510,8 @@ class IslandCheckpointer:
     def _in_flight(self) -> List[InFlight]:
         found: Dict[Any, list] = {}
         for conn in self.interpreter.connections:
-            slot = conn.slot
-            if type(slot) is Failed and not conn.state & IN_CLOSED:
-                slot = slot.previous  # the element before a failure downstream has not heard of yet
-            if slot is EMPTY or type(slot) is Failed or type(slot) is Cancelled:
+            contents = _connection_contents(conn)
+            if contents is None:
                 continue
             owner, outlet, depth = conn.out_owner, conn.outlet, 0
             while isinstance(owner, _Adapter):  # an adapter holds nothing: attribute to the outlet before it
@@ -432,11 +521,7 @@ class IslandCheckpointer:
             if key is None:
                 raise RuntimeError(f"island {self.name}: an element waits on a connection from {owner!r}, "
                                    "which has no stage key")
-            elems = list(slot) if conn.chunked else [slot]
-            ts = conn.ts
-            if ts is not None:
-                ts = list(ts) if conn.chunked else [ts]
-            found.setdefault((key, outlet.id), []).append((depth, elems, ts))
+            found.setdefault((key, outlet.id), []).append((depth, *contents))
         # after the element in the connection: what the outlet still had to emit, what an input received
         for logic in self.interpreter.logics:
             key = self.keys.get(id(logic))
@@ -444,21 +529,25 @@ class IslandCheckpointer:
                 continue
             for out_port, conn in zip(logic._out_ports, logic._out_conns):
                 if conn is not None and isinstance(conn.out_handler, _Emitting):
-                    elems, ts = _pending_emits(conn.out_handler)
-                    if elems:
-                        found.setdefault((key, out_port.id), []).append((-1, elems, ts))
+                    elems, ts, sigs = _pending_emits(conn.out_handler)
+                    if elems or sigs:
+                        found.setdefault((key, out_port.id), []).append((-1, elems, ts, sigs))
             if isinstance(logic, InputBoundary):
-                elems, ts = logic.undelivered_before_cut(self.pending)
-                if elems:
-                    found.setdefault((key, logic.out.id), []).append((-1, elems, ts))
+                elems, ts, sigs = logic.undelivered_before_cut(self.pending)
+                if elems or sigs:
+                    found.setdefault((key, logic.out.id), []).append((-1, elems, ts, sigs))
         out = []
         for (key, outlet), parts in found.items():
             parts.sort(key=lambda p: -p[0])  # nearer downstream (more adapters passed) came first
-            elems = [e for p in parts for e in p[1]]
+            elems: list = []
+            sigs: list = []
+            for p in parts:
+                sigs.extend((len(elems) + pos, sig) for pos, sig in p[3])
+                elems.extend(p[1])
             ts = None
             if any(p[2] is not None for p in parts):
                 ts = [t for p in parts for t in (p[2] if p[2] is not None else [None] * len(p[1]))]
-            out.append(InFlight(key, outlet, elems, ts))
+            out.append(InFlight(key, outlet, elems, ts, sigs or None))
         return out
 
     def _describe(self, key) -> str:
@@ -515,11 +604,11 @@ class IslandCheckpointer:
         data, inputs = self.logging
         self.logging = None
         logs = [(self.keys.get(id(b)), b.out.id, *b.take_log()) for b in inputs]
-        if any(elems for _k, _o, elems, _ts in logs):
+        if any(elems or sigs for _k, _o, elems, _ts, sigs in logs):
             snap = loads(data)
-            for key, outlet, elems, ts in logs:
-                if elems:
-                    _append_in_flight(snap, key, outlet, elems, ts)
+            for key, outlet, elems, ts, sigs in logs:
+                if elems or sigs:
+                    _append_in_flight(snap, key, outlet, elems, ts, sigs)
             try:
                 data = dumps(snap, self._describe)
             except Exception as e:  # noqa: BLE001 - the checkpoint fails, the stream goes on
@@ -562,16 +651,21 @@ class IslandCheckpointer:
         }
 
 
-def _append_in_flight(snap: IslandSnapshot, key: Any, outlet: int, elems: list, ts: Optional[list]) -> None:
-    """Put ``elems`` after what ``snap`` already holds for outlet ``outlet`` of stage ``key``."""
+def _append_in_flight(snap: IslandSnapshot, key: Any, outlet: int, elems: list, ts: Optional[list],
+                      sigs: Optional[list] = None) -> None:
+    """Put ``elems`` (and the signals among them, ``(elements before it, signal)``) after what ``snap`` already
+    holds for outlet ``outlet`` of stage ``key``."""
     for f in snap.in_flight:
         if f.stage == key and f.outlet == outlet:
             if f.timestamps is not None or ts is not None:
                 f.timestamps = (f.timestamps if f.timestamps is not None else [None] * len(f.elements)) + \
                     (ts if ts is not None else [None] * len(elems))
+            if sigs:
+                base = len(f.elements)
+                f.signals = list(in_flight_signals(f)) + [(base + p, sig) for p, sig in sigs]
             f.elements = f.elements + elems
             return
-    snap.in_flight.append(InFlight(key, outlet, list(elems), ts))
+    snap.in_flight.append(InFlight(key, outlet, list(elems), ts, list(sigs) if sigs else None))
 
 
 def failure_in(interpreter, at_ends: bool = True) -> Optional[BaseException]:
@@ -608,8 +702,15 @@ def restore_island(snapshot: IslandSnapshot, logics_by_key: Dict[Any, Any], isla
         if logic is None:
             raise RuntimeError(f"island {island}: the checkpoint holds the end of stage #{key}, which is not there")
         logic._restored_end = end
+    for key, state in snapshot.stages.items():  # the kernel's event time first: a stage's own restore may refine it
+        if is_event_time_key(key):
+            logic = logics_by_key.get(key[1])
+            if logic is None:
+                raise RuntimeError(f"island {island}: the checkpoint holds event time for stage #{key[1]}, "
+                                   "which is not there")
+            restore_event_time_state(logic, state)
     for key, state in snapshot.stages.items():
-        if type(key) is tuple and key and key[0] == "prepared":
+        if type(key) is tuple and key and key[0] in ("prepared", EVENT_TIME):
             continue
         logic = logics_by_key.get(key)
         if logic is None:
@@ -624,14 +725,24 @@ def restore_island(snapshot: IslandSnapshot, logics_by_key: Dict[Any, Any], isla
 
 
 def replay_in_flight(replays: List[tuple]) -> None:
-    """Install the re-push of the elements that waited in connections at the cut (before ``init``, so that a
-    stage completing in ``pre_start`` completes after them)."""
+    """Install the re-push of the elements (and signals) that waited in connections at the cut (before ``init``,
+    so that a stage completing in ``pre_start`` completes after them; ``start_replays`` sends the signals before
+    the first element once ``init`` is done)."""
     for logic, f in replays:
         out = logic._out_ports[f.outlet]
-        if not f.elements:
+        sigs = in_flight_signals(f)
+        if not f.elements and not sigs:
             continue
         logic.set_handler(out, _Replaying(logic, out, logic.get_handler(out), list(f.elements),
-                                          None if f.timestamps is None else list(f.timestamps)))
+                                          None if f.timestamps is None else list(f.timestamps), list(sigs)))
+
+
+def start_replays(interpreter) -> None:
+    """After a restore's ``init``: every re-push sends the signals that came before its first element."""
+    for logic in interpreter.logics:
+        for handler in list(logic._out_handlers):
+            if isinstance(handler, _Replaying):
+                handler.start()
 
 
 # ---------------------------------------------------------------------------------------------- finished stages
@@ -665,6 +776,7 @@ def close_ended(interpreter) -> None:
     cancelled inlets - so that the live stages around them hear it again. A port their neighbour had closed is
     closed without an event when that neighbour is a live stage (it closed it itself and its restored state knows),
     or from this side when it is a channel boundary, which passes the close on to its peer island."""
+    start_replays(interpreter)
     ended = [logic for logic in interpreter.logics if logic._restored_end is not None]
     for logic in ended:
         end = logic._restored_end

@@ -23,7 +23,7 @@ from itertools import repeat
 from operator import length_hint
 from typing import Any, List, Optional
 
-from ...errors import NO_MORE_ELEMENTS_NEEDED, NonFailureCancellation
+from ...errors import NO_MORE_ELEMENTS_NEEDED, NonFailureCancellation, PortStateError
 from ...markers import Done
 from ...stage.attributes import LogLevels
 from ...stage._connection import (
@@ -232,13 +232,26 @@ class GraphInterpreter:
         return remaining
 
     def _execute_fuzzing(self, event_limit: int) -> int:
-        """``execute`` in fuzzing mode: no chasing, every event through the slow dispatch."""
+        """``execute`` in fuzzing mode: no chasing, every event through the slow dispatch, and each chunk pushed
+        checked against the demand of the pull it answers (a stage pushing more breaks backpressure downstream:
+        an output boundary sends past the channel's demand)."""
         queue = self.queue
         remaining = event_limit
         while queue and remaining > 0:
             remaining -= 1
             conn = queue.popleft()
-            self._process_slow(conn, conn.state)
+            st = conn.state
+            if conn.chunked and st & (PUSHING | IN_CLOSED | OUT_CLOSED) == PUSHING and len(conn.slot) > conn.demand:
+                owner, n = conn.out_owner, conn.demand
+                error = PortStateError(
+                    f"{owner}: pushed a chunk of {len(conn.slot)} elements on {conn.outlet.name} to {conn.in_owner}, "
+                    f"whose pull asked for at most {n} (fuzzing mode's demand check)")
+                conn.slot = conn.slot[:n]  # downstream gets what it asked for, then the pushing stage's failure
+                if type(conn.ts) is list:
+                    conn.ts = conn.ts[:n]
+                self._report_error(owner, error)
+                st = conn.state
+            self._process_slow(conn, st)
             if self.finished:
                 self._finalize_finished()
         return remaining

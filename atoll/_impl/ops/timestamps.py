@@ -254,7 +254,17 @@ class _WithTimestampsLogic(ChunkFlow, TimerGraphStageLogic, InHandler, OutHandle
         return segments
 
     def _push_segment(self) -> None:
-        seg_e, seg_t, w = self.pending.pop(0)
+        """Push the next segment, or as much of it as the pull accepts (a later pull may accept less than the
+        chunk the segments were cut from, and restored segments meet a new demand); its watermark follows the
+        segment's last element."""
+        pending = self.pending
+        seg_e, seg_t, w = pending[0]
+        n = self.demand_of(self.out)
+        if len(seg_e) > n:
+            pending[0] = (seg_e[n:], seg_t[n:], w)
+            self.push(self.out, seg_e[:n], seg_t[:n])
+            return
+        pending.pop(0)
         self.push(self.out, seg_e, seg_t)
         if w is not None:
             self.emit_signal(self.out, Watermark(w))

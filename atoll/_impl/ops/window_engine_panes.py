@@ -106,7 +106,11 @@ class PaneSlidingEngine(WindowEngine):
             self._opened(1, kp.key, start, start + size)
         due, heap = self._due, self._due_heap
         get = due.get
-        for end in range(lo + size, hi + size + 1, slide):
+        first = lo + size
+        # ends as ``first + i * slide`` (not ``range``, which refuses float timestamps; nor a running sum, which
+        # would drift from the starts the other paths compute for float slides)
+        for end in (range(first, hi + size + 1, slide) if type(first) is int and type(slide) is int
+                    else [first + i * slide for i in range(int(n))]):
             bucket = get(end)
             if bucket is None:
                 due[end] = [kp]
