@@ -41,6 +41,7 @@ from ...stage._connection import (
     OUT_CLOSED,
     OUT_READY,
     PULL_END_FLIP,
+    PULLING,
     PUSHING,
     Cancelled,
     Failed,
@@ -220,6 +221,10 @@ def _connection_contents(conn) -> Optional[tuple]:
     if type(slot) is Failed and not st & IN_CLOSED:
         slot = slot.previous  # the element before a failure downstream has not heard of yet
     has_elem = not (slot is EMPTY or type(slot) is Failed or type(slot) is Cancelled)
+    if has_elem and st & (PULLING | OUT_READY):
+        # the stage pulled again without grabbing it (``drop`` skips elements so, as Pekko's does): the element
+        # was discarded, only the slot still refers to it
+        has_elem = False
     queued = conn.signals
     if not has_elem and not queued:
         return None
