@@ -802,10 +802,10 @@ class InputBoundary(GraphStageLogic, OutHandler):
         self._clear_buffer()
         self.fail(self.out, exc)
 
-    def _clear_buffer(self) -> None:
+    def _clear_buffer(self, by_downstream: bool = False) -> None:
         cp = self.checkpointer
         if cp is not None and cp.pending is not None and self._undelivered_count(cp.pending) > 0:
-            cp.channel_state_dropped(self)  # the pending checkpoint's cut can no longer hold them
+            cp.channel_state_dropped(self, by_downstream)  # the pending checkpoint's cut can no longer hold them
         self.buffer.clear()
         if self.ts_buffer is not None:
             self.ts_buffer.clear()
@@ -1122,7 +1122,7 @@ class InputBoundary(GraphStageLogic, OutHandler):
             (self.upstream if self.upstream is not None else self.publisher).cancel(cause)
 
     def on_downstream_finish(self, cause: BaseException) -> None:
-        self._clear_buffer()
+        self._clear_buffer(by_downstream=True)
         self._cancel_upstream(cause)
         self.complete_stage()
 

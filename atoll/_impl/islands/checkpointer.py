@@ -385,9 +385,14 @@ class IslandCheckpointer:
         self.failures_at = self.interpreter.failures
         self.dropped = None
 
-    def channel_state_dropped(self, boundary: InputBoundary) -> None:
+    def channel_state_dropped(self, boundary: InputBoundary, by_downstream: bool = False) -> None:
         """``boundary`` cleared its buffer, elements received before the pending checkpoint's barrier among them
-        (its downstream cancelled, the island is torn down): before the cut, that checkpoint can no longer hold them."""
+        (its downstream cancelled, the island is torn down): before the cut, that checkpoint can no longer hold them.
+        Except when its downstream cancelled under an exactly-once checkpoint: the stage that cancelled is recorded
+        finished (or its state knows it cancelled), so nothing after a restore asks for those elements again, and
+        declining would only make a checkpoint taken as a branch ends (a ``zip`` whose other input completed) fail."""
+        if by_downstream and self.keep_ended:
+            return
         if self.pending is not None and self.logging is None:
             self.dropped = boundary.stage_name
 
