@@ -284,8 +284,11 @@ class GraphInterpreter:
             except Exception as e:  # noqa: BLE001
                 self._report_error(logic, e)
             st = conn.state
-            if st & SIGNAL and not st & (HELD | PUSHING):
-                self._deliver_signals(conn, st)  # the signals emitted after the element
+            if st & SIGNAL and not st & (HELD | PUSHING) and conn.slot is EMPTY:
+                # the signals emitted after the element, once the stage took it; one that keeps it in its inlet for
+                # now (a zip waiting for its other input or for demand) hears them when it pulls that inlet again,
+                # so that it cannot send them on ahead of the element
+                self._deliver_signals(conn, st)
             return logic
         if st & (PULLING | OUT_CLOSED | IN_CLOSED) == PULLING:
             return self._deliver_pull(conn, st)

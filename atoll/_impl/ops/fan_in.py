@@ -1213,7 +1213,10 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
     restored_bufs = None
 
     def save_to_snapshot(self):
-        return [list(b) for b in self.bufs] if self.chunked else None
+        if not self.chunked:
+            return None
+        marks = [([max(0, g - t) for g, t in zip(got, self.taken)], signal) for got, signal in self.marks]
+        return {"bufs": [list(b) for b in self.bufs], "marks": marks} if marks else [list(b) for b in self.bufs]
 
     def restore_from_snapshot(self, state) -> None:
         self.restored_bufs = state
@@ -1222,10 +1225,16 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
 
     def pre_start(self):
         bufs, self.restored_bufs = self.restored_bufs, None
-        if bufs is not None and any(bufs):
+        marks = ()
+        if type(bufs) is dict:  # with signals held behind the elements (``marks`` counted from the restored ones)
+            bufs, marks = bufs["bufs"], bufs["marks"]
+        if bufs is not None and (any(bufs) or marks):
             if not self.chunked:
                 raise IllegalStateError(f"{self}: restored chunk-form elements into an element-form zip")
             self.bufs = [list(b) for b in bufs]
+            self.got = [len(b) for b in self.bufs]
+            self.signal_got = [0] * self.n
+            self.marks = deque((list(got), signal) for got, signal in marks)
         for i, in_ in enumerate(self.ins):
             if not self.chunked or not self.bufs[i]:
                 self.pull(in_)
@@ -1290,6 +1299,12 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
         self.done = [False] * self.n
         self.failed = [None] * self.n
         self.wanted = 1
+        # signals heard while elements that came before them wait unmatched: held until those went out, as
+        # ``(elements received per input then, signal)``; ``got``/``taken`` count per input
+        self.got = [0] * self.n
+        self.taken = [0] * self.n
+        self.signal_got = [0] * self.n  # ``got`` when each input delivered its latest signal
+        self.marks: deque = deque()
         for i, in_ in enumerate(self.ins):
             self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push_chunk, i),
                                             on_upstream_finish=functools.partial(self._on_finish_chunk, i),
@@ -1313,20 +1328,49 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
                 self.fail_stage(exc)
                 return True
         if self._ended():
-            self.complete_stage()
+            self._complete_chunk_form()
             return True
         return False
+
+    def _complete_chunk_form(self) -> None:
+        """Complete; the signals still held go first (no more combinations will come before them)."""
+        marks = self.marks
+        while marks:
+            self.forward_signal(marks.popleft()[1])
+        self.complete_stage()
 
     def _on_push_chunk(self, i: int) -> None:
         chunk = self.grab(self.ins[i])
         b = self.bufs[i]
         self.bufs[i] = b + chunk if b else chunk  # never mutate a received chunk: it may be shared
+        self.got[i] += len(chunk)
         self._emit_chunk()
+
+    def _receive_signal(self, conn, signal) -> None:
+        if self.chunked:  # where the signal came on this input: after the elements it delivered so far
+            i = self._in_conns.index(conn)
+            self.signal_got[i] = self.got[i]
+        super()._receive_signal(conn, signal)
+
+    def on_signal(self, signal) -> None:
+        """Chunk form: a signal goes on once the combinations of the elements each input delivered before its signal
+        went out (the element form leaves them in the inlets, where the kernel keeps the signals behind them). An
+        aligned watermark is placed after its inputs' latest signals: later than its place at worst, never earlier."""
+        if self.chunked and (self.marks or any(self.bufs)):
+            self.marks.append((list(self.signal_got), signal))
+            self._release_marks()
+        else:
+            self.forward_signal(signal)
+
+    def _release_marks(self) -> None:
+        marks, taken = self.marks, self.taken
+        while marks and all(t >= g for t, g in zip(taken, marks[0][0])):
+            self.forward_signal(marks.popleft()[1])
 
     def _on_finish_chunk(self, i: int) -> None:
         self.done[i] = True
         if not self.bufs[i]:
-            self.complete_stage()
+            self._complete_chunk_form()
 
     def _on_pull_chunk(self) -> None:
         self.wanted = self._out_conns[0].demand
@@ -1342,6 +1386,7 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
             # a buffer taken whole is handed on as it is (never mutated: chunks may be shared), not copied
             heads = [b if len(b) == k else b[:k] for b in bufs]
             self.bufs = bufs = [_NO_CHUNK if len(b) == k else b[k:] for b in bufs]
+            self.taken = [t + k for t in self.taken]
             fn = self.fn
             if fn is _pair:
                 combos = list(zip(heads[0], heads[1]))
@@ -1366,6 +1411,8 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
             if combos:
                 self.push(self.out, combos)
                 self.wanted -= len(combos)
+            if self.marks:
+                self._release_marks()
             if self._end_if_drained():
                 return
             ask = max(1, self.wanted)
