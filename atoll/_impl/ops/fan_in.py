@@ -612,17 +612,34 @@ class _MergePreferredLogic(_MergeChunkForm, GraphStageLogic, OutHandler):
         if self.chunked:
             return {"chunks": self._chunk_save()}
         pulls = {id(p): i for i, p in enumerate(self.pull_me)}
-        return {"emitting": [(elem, -1 if and_then == self._emitted else pulls[id(and_then)])
-                             for elem, and_then in self.emitting]}
+        return {"emitting": [(elem, _SIGNAL_ENTRY if and_then is None else -1 if and_then == self._emitted
+                              else pulls[id(and_then)]) for elem, and_then in self.emitting]}
 
     def restore_from_snapshot(self, state) -> None:
         if self.chunked:
             self._chunk_restore(state["chunks"])
             return
         for elem, i in state["emitting"]:
+            if i == _SIGNAL_ENTRY:
+                self.emitting.append((elem, None))
+                continue
             self.emitting.append((elem, self._emitted if i == -1 else self.pull_me[i]))
             if i == -1:
                 self.preferred_emitting += 1
+
+    def on_signal(self, signal) -> None:
+        """Element form: a signal waits behind the elements queued for demand (``(signal, None)`` in ``emitting``)."""
+        if self.chunked:
+            self._chunk_signal(signal)
+        elif self.emitting:
+            self.emitting.append((signal, None))
+        else:
+            self.forward_signal(signal)
+
+    def _forward_queued_signals(self) -> None:
+        em = self.emitting
+        while em and em[0][1] is None:
+            self.forward_signal(em.popleft()[0])
 
     def pre_start(self):
         if self.chunked:
@@ -667,6 +684,7 @@ class _MergePreferredLogic(_MergeChunkForm, GraphStageLogic, OutHandler):
         if self.emitting:
             elem, and_then = self.emitting.popleft()
             self.push(self.out, elem)
+            self._forward_queued_signals()
             and_then()
         if self.completing and not self.emitting:
             self.complete_stage()
@@ -716,6 +734,10 @@ class _MergePreferredLogic(_MergeChunkForm, GraphStageLogic, OutHandler):
             # else: blocked until the preferred elements are out
 
         return on_push
+
+
+#: ``MergePreferred``'s saved ``emitting`` entry that is a signal, not an element
+_SIGNAL_ENTRY = -2
 
 
 # ---------------------------------------------------------------------------------------------- MergePrioritized
