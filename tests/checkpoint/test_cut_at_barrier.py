@@ -17,6 +17,7 @@ from atoll._impl.islands.boundaries import ChannelBarrier, FrameSignals, InputBo
 from atoll._impl.islands.checkpointer import IslandCheckpointer
 from atoll._impl.ops.base import SourceStage
 from atoll.checkpoint.snapshot import loads
+from atoll.stage.signals import Watermark
 from atoll.testkit.valve import Valve
 
 
@@ -118,6 +119,38 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
     done.result(10)
     assert sorted(seen) == ["f1", "f2", "f3", "s1"]
 
+
+
+def test_the_log_of_an_input_keeps_the_signals_among_its_elements(mat):
+    # the slow input is logged from the cut to its barrier: the watermarks among the logged elements are recorded at
+    # their places (they were dropped, so a restore replayed the elements without them)
+    fast, slow, boundaries, acks = _Publisher(), _Publisher(), [], queue.Queue()
+    attached, moved = threading.Event(), threading.Event()
+
+    def record(x):
+        attached.wait(5)
+        if x == "f2":
+            moved.set()
+        return x
+
+    graph = Source.from_graph(_Input(fast, boundaries)).merge(Source.from_graph(_Input(slow, boundaries)))
+    done = graph.map(record).run_with(Sink.ignore(), mat)
+    _attach_checkpointer(boundaries, fast, lambda kind, index, n, data: acks.put((kind, n, data)), logged=True)
+    attached.set()
+    for p in (fast, slow):
+        assert p.subscribed.wait(10)
+        p.subscriber.on_subscribe(p)
+    fast.subscriber.on_next(0, ["f1", "f2", FrameSignals([(1, ChannelBarrier(1))])])
+    assert moved.wait(10)  # cut at the fast barrier, then the fast input went on past it
+    slow.subscriber.on_next(0, ["s1", "s2", FrameSignals([(1, Watermark(7))])])
+    slow.subscriber.on_next(1, ["s3", FrameSignals([(0, Watermark(9)), (1, ChannelBarrier(1))])])
+    kind, n, data = acks.get(timeout=10)
+    assert (kind, n) == ("ack", 1)
+    [f] = loads(data).in_flight
+    assert (f.elements, f.signals) == (["s1", "s2", "s3"], [(1, Watermark(7)), (2, Watermark(9))])
+    for p in (fast, slow):
+        p.subscriber.on_complete()
+    done.result(10)
 
 
 @pytest.mark.parametrize("stop", ["cancel", "shutdown", None])
