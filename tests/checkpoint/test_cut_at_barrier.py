@@ -88,14 +88,17 @@ def test_an_exactly_once_cut_comes_before_the_elements_after_the_barrier(mat, gu
     assert seen == [1, 2, 3]
 
 
-def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barrier(mat):
+def _logged_cut_of_a_merge(mat, fast_frame: list, last_fast):
+    """A merge of two inputs, ``fast`` and ``slow``, under a logged checkpointer: ``fast_frame`` (with barrier 1) goes
+    to ``fast`` and the cut is made once ``last_fast`` went by (the fast input ran on past its barrier, the slow one
+    is logged from now on). Returns ``(fast, slow, acks, seen, done)``."""
     fast, slow, boundaries, seen, acks = _Publisher(), _Publisher(), [], [], queue.Queue()
     attached, moved = threading.Event(), threading.Event()
 
     def record(x):
         attached.wait(5)
         seen.append(x)
-        if x == "f3":
+        if x == last_fast:
             moved.set()
         return x
 
@@ -106,8 +109,14 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
     for p in (fast, slow):
         assert p.subscribed.wait(10)
         p.subscriber.on_subscribe(p)
-    fast.subscriber.on_next(0, ["f1", "f2", "f3", FrameSignals([(1, ChannelBarrier(1))])])
+    fast.subscriber.on_next(0, fast_frame)
     assert moved.wait(10)  # cut at the fast barrier, then the fast input went on past it
+    return fast, slow, acks, seen, done
+
+
+def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barrier(mat):
+    fast, slow, acks, seen, done = _logged_cut_of_a_merge(
+        mat, ["f1", "f2", "f3", FrameSignals([(1, ChannelBarrier(1))])], "f3")
     assert acks.empty()  # the slow input is logged until its barrier comes
     slow.subscriber.on_next(0, ["s1", FrameSignals([(1, ChannelBarrier(1))])])
     kind, n, data = acks.get(timeout=10)
@@ -120,28 +129,11 @@ def test_logged_cut_releases_the_input_it_held_and_logs_the_other_until_its_barr
     assert sorted(seen) == ["f1", "f2", "f3", "s1"]
 
 
-
 def test_the_log_of_an_input_keeps_the_signals_among_its_elements(mat):
     # the slow input is logged from the cut to its barrier: the watermarks among the logged elements are recorded at
     # their places (they were dropped, so a restore replayed the elements without them)
-    fast, slow, boundaries, acks = _Publisher(), _Publisher(), [], queue.Queue()
-    attached, moved = threading.Event(), threading.Event()
-
-    def record(x):
-        attached.wait(5)
-        if x == "f2":
-            moved.set()
-        return x
-
-    graph = Source.from_graph(_Input(fast, boundaries)).merge(Source.from_graph(_Input(slow, boundaries)))
-    done = graph.map(record).run_with(Sink.ignore(), mat)
-    _attach_checkpointer(boundaries, fast, lambda kind, index, n, data: acks.put((kind, n, data)), logged=True)
-    attached.set()
-    for p in (fast, slow):
-        assert p.subscribed.wait(10)
-        p.subscriber.on_subscribe(p)
-    fast.subscriber.on_next(0, ["f1", "f2", FrameSignals([(1, ChannelBarrier(1))])])
-    assert moved.wait(10)  # cut at the fast barrier, then the fast input went on past it
+    fast, slow, acks, _seen, done = _logged_cut_of_a_merge(mat, ["f1", "f2", FrameSignals([(1, ChannelBarrier(1))])],
+                                                           "f2")
     slow.subscriber.on_next(0, ["s1", "s2", FrameSignals([(1, Watermark(7))])])
     slow.subscriber.on_next(1, ["s3", FrameSignals([(0, Watermark(9)), (1, ChannelBarrier(1))])])
     kind, n, data = acks.get(timeout=10)
