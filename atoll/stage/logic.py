@@ -440,7 +440,9 @@ class GraphStageLogic:
         live inlets delivered it. The default hands a watermark to ``on_watermark`` and forwards any
         other signal to every outlet after the elements still waiting to be emitted there. Override to
         transform, absorb or hold signals; a stage that keeps elements back (a buffer, a window) must
-        keep the signals after them back too."""
+        keep the signals after them back too. A signal that came after an element is heard once the stage
+        took that element: right after ``on_push`` if it grabbed it there, else when it pulls that inlet again
+        (an element left waiting in the inlet keeps the signals behind it there)."""
         if type(signal) is Watermark:
             clock = self._event_clock
             if clock is None:
