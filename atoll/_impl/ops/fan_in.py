@@ -1237,8 +1237,8 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
     def save_to_snapshot(self):
         if not self.chunked:
             return None
-        marks = [([max(0, g - t) for g, t in zip(got, self.taken)], signal) for got, signal in self.marks]
-        return {"bufs": [list(b) for b in self.bufs], "marks": marks} if marks else [list(b) for b in self.bufs]
+        return {"bufs": [list(b) for b in self.bufs],
+                "marks": [(max(0, need - self.combined), signal) for need, signal in self.marks]}
 
     def restore_from_snapshot(self, state) -> None:
         self.restored_bufs = state
@@ -1248,15 +1248,14 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
     def pre_start(self):
         bufs, self.restored_bufs = self.restored_bufs, None
         marks = ()
-        if type(bufs) is dict:  # with signals held behind the elements (``marks`` counted from the restored ones)
-            bufs, marks = bufs["bufs"], bufs["marks"]
+        if type(bufs) is dict:  # the signals held behind the elements, counted from the restored ones
+            bufs, marks = bufs["bufs"], bufs["marks"]  # (a list: a snapshot written before signals were held)
         if bufs is not None and (any(bufs) or marks):
             if not self.chunked:
                 raise IllegalStateError(f"{self}: restored chunk-form elements into an element-form zip")
             self.bufs = [list(b) for b in bufs]
             self.got = [len(b) for b in self.bufs]
-            self.signal_got = [0] * self.n
-            self.marks = deque((list(got), signal) for got, signal in marks)
+            self.marks = deque((need, signal) for need, signal in marks)
         for i, in_ in enumerate(self.ins):
             if not self.chunked or not self.bufs[i]:
                 self.pull(in_)
@@ -1321,11 +1320,12 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
         self.done = [False] * self.n
         self.failed = [None] * self.n
         self.wanted = 1
-        # signals heard while elements that came before them wait unmatched: held until those went out, as
-        # ``(elements received per input then, signal)``; ``got``/``taken`` count per input
-        self.got = [0] * self.n
-        self.taken = [0] * self.n
+        # signals heard while elements that came before them wait unmatched, held until those were combined:
+        # ``(combinations needed, signal)``; every combination takes one element of each input, so one count
+        # (``combined``) says how far each input got
+        self.got = [0] * self.n  # elements received per input
         self.signal_got = [0] * self.n  # ``got`` when each input delivered its latest signal
+        self.combined = 0
         self.marks: deque = deque()
         for i, in_ in enumerate(self.ins):
             self.set_handler(in_, InHandler(on_push=functools.partial(self._on_push_chunk, i),
@@ -1378,15 +1378,18 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
         """Chunk form: a signal goes on once the combinations of the elements each input delivered before its signal
         went out (the element form leaves them in the inlets, where the kernel keeps the signals behind them). An
         aligned watermark is placed after its inputs' latest signals: later than its place at worst, never earlier."""
-        if self.chunked and (self.marks or any(self.bufs)):
-            self.marks.append((list(self.signal_got), signal))
-            self._release_marks()
+        if not self.chunked:
+            self.forward_signal(signal)
+            return
+        need = max(self.signal_got)
+        if self.marks or need > self.combined:
+            self.marks.append((need, signal))
         else:
             self.forward_signal(signal)
 
     def _release_marks(self) -> None:
-        marks, taken = self.marks, self.taken
-        while marks and all(t >= g for t, g in zip(taken, marks[0][0])):
+        marks, combined = self.marks, self.combined
+        while marks and marks[0][0] <= combined:
             self.forward_signal(marks.popleft()[1])
 
     def _on_finish_chunk(self, i: int) -> None:
@@ -1408,7 +1411,7 @@ class _ZipWithLogic(LatestPerInput, GraphStageLogic, OutHandler):
             # a buffer taken whole is handed on as it is (never mutated: chunks may be shared), not copied
             heads = [b if len(b) == k else b[:k] for b in bufs]
             self.bufs = bufs = [_NO_CHUNK if len(b) == k else b[k:] for b in bufs]
-            self.taken = [t + k for t in self.taken]
+            self.combined += k
             fn = self.fn
             if fn is _pair:
                 combos = list(zip(heads[0], heads[1]))
