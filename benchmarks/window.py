@@ -33,6 +33,11 @@ Workloads: ``tumbling`` 10 s, ``sliding-1s`` 10 s every 1 s, ``sliding-100ms`` 1
                     window to fire: one pane update per element, and per window the pane leaving is
                     subtracted and the pane entering added (a sum is invertible). O(1) per element and
                     per window: what a flat per-element cost looks like in plain Python.
+- ``plain-running-records`` — (sliding only) the same loop building each result as the ``atoll.Window``
+                    record the window operators emit (``make_window``, the fastest way) and turning
+                    the records into tuples at the end, as the ``atoll`` variant does: the limit for
+                    an API with one record object per window. 10x more windows at 100 ms means 10x
+                    more records, so no implementation with this output is flat.
 - ``bytewax``     — Bytewax 0.21 ``fold_window`` (builder 0, folder ``acc + value``, merger ``+``) with
                     ``EventClock`` and ``TumblingWindower`` / ``SlidingWindower`` (``align_to`` the
                     epoch) / ``SessionWindower``, ``TestingSource`` (batches of ``BYTEWAX_BATCH``) and
@@ -178,13 +183,19 @@ def plain_sliding(events, size: int, slide: int, bound: int = BOUND) -> List[Row
     return result
 
 
-def plain_running(events, size: int, slide: int, bound: int = BOUND) -> List[Row]:
+def plain_running(events, size: int, slide: int, bound: int = BOUND, records: bool = False) -> List[Row]:
     """Per-key panes of ``slide`` ms (pane start -> [sum, count]) and a running [sum, count] of the next
     window to fire, [cursor - size, cursor): an element updates its pane, and the running sum when it
     falls in that window; at a grid point the window is emitted (if not empty), then slid by one pane:
     the pane leaving is subtracted (a sum is invertible), the pane entering added. O(1) per element and
-    per window, whatever ``size / slide``."""
+    per window, whatever ``size / slide``.
+
+    ``records=True``: each window is built as the ``atoll.Window`` record the window operators emit (the fastest
+    way, ``make_window``) and the records are turned into tuples at the end, as the ``atoll`` variant does: the same
+    loop paying for one record object per result, the limit for an API that emits a record per window."""
     assert size % slide == 0
+    if records:
+        from atoll.windowing.records import make_window
     panes: Dict[str, Dict[int, list]] = {}
     running: Dict[str, list] = {}
     result: List[Row] = []
@@ -197,7 +208,7 @@ def plain_running(events, size: int, slide: int, bound: int = BOUND) -> List[Row
         for k, d in panes.items():
             st = running[k]
             if st[1]:
-                append((k, start, end, st[0]))
+                append(make_window(k, start, end, st[0]) if records else (k, start, end, st[0]))
             elif not d:
                 continue
             old = d.pop(start, None)
@@ -239,6 +250,8 @@ def plain_running(events, size: int, slide: int, bound: int = BOUND) -> List[Row
         while cursor <= last + size:
             fire(cursor)
             cursor += slide
+    if records:
+        return [(w.key, w.start, w.end, w.value) for w in result]
     return result
 
 
@@ -327,9 +340,12 @@ def brute_force(kind: str, events, size: int, slide_or_gap: int) -> List[Row]:
     return sorted((k, s, s + size, v) for (k, s), v in sums.items())
 
 
-def make_plain(kind: str, size: int, slide_or_gap: int, running: bool = False) -> Callable[[list], List[Row]]:
+def make_plain(kind: str, size: int, slide_or_gap: int, running: bool = False,
+               records: bool = False) -> Callable[[list], List[Row]]:
     if kind == "session":
         return lambda events: plain_session(events, slide_or_gap)
+    if records:
+        return lambda events: plain_running(events, size, slide_or_gap, records=True)
     fn = plain_running if running else plain_sliding
     return lambda events: fn(events, size, slide_or_gap)
 
@@ -514,6 +530,9 @@ def run(opts: Options) -> Result:
                 variants.append(("plain-running", "hand-written loop, per-key panes + running window sum "
                                  "(subtract the pane leaving)", n,
                                  (lambda k=kind, s=size, g=sg: make_plain(k, s, g, running=True))))
+                variants.append(("plain-running-records", "plain-running emitting atoll.Window records (make_window), "
+                                 "turned into tuples as the atoll variant does", n,
+                                 (lambda k=kind, s=size, g=sg: make_plain(k, s, g, records=True))))
             variants.append(("bytewax", f"fold_window, EventClock, TestingSource(batch {BYTEWAX_BATCH}), run_main",
                              bw_n, (lambda k=kind, s=size, g=sg: make_bytewax(k, s, g))))
             for name, what, size_n, factory in variants:
@@ -594,7 +613,7 @@ def run(opts: Options) -> Result:
     out(ratios.render())
     out("")
     flat = Table(["variant", "slide 1 s ev/s", "slide 100 ms ev/s", "100 ms / 1 s"])
-    for v in ("atoll", "plain", "plain-running", "bytewax"):
+    for v in ("atoll", "plain", "plain-running", "plain-running-records", "bytewax"):
         one, tenth = rates.get(("sliding-1s", v)), rates.get(("sliding-100ms", v))
         ratio = tenth / one if (one and tenth) else None
         summary[f"sliding/{v}_100ms_over_1s"] = ratio
