@@ -17,6 +17,7 @@ import pytest
 
 from atoll import Aggregate, OverflowStrategy, Source
 from atoll.testkit.round_trip import checkpoint_round_trip
+from recursion_trees import children  # tests/: the recovery tests' tree, (r, k) -> (r, 2k), (r, 2k + 1)
 
 ROOTS = 30
 DEPTH = 6  # a root (r, 1) grows (r, 1 .. 2 * DEPTH - 1)
@@ -25,16 +26,12 @@ TIMESTAMPS = [max(0, 3 * i + (i * 7) % 11 - 5) for i in range(ROOTS)]
 BOUND = 12
 
 
-def _children(e):
-    return [(e[0], 2 * e[1]), (e[0], 2 * e[1] + 1)]
-
-
 def _step(kind):
     def step(s):
         s = s.filter(lambda e: e[1] < DEPTH)
         if kind == "island":  # the step's second half in an island of its own: the loop crosses a channel twice
             s = s.island()
-        s = s.map_concat(_children)
+        s = s.map_concat(children)
         if kind == "substream":  # take has no stateless form: each expansion runs as a substream
             s = s.take(2)
         elif kind == "buffer":
