@@ -25,7 +25,8 @@ def builder_of(graph):
 
 
 class Blueprint:
-    __slots__ = ("builder", "shape")
+    # (weakly referable: the registry of recent graphs keeps an ended graph's blueprint only while its owner does)
+    __slots__ = ("builder", "shape", "__weakref__")
 
     def __init__(self, builder, shape):
         self.builder = builder

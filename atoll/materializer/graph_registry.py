@@ -4,6 +4,11 @@ Every graph a materializer registers (``Materializer._register``) is noted here 
 run from (``RunnableGraph.run`` names it for the duration of the call, on the calling thread), so that a
 console can draw it. Running graphs are always listed; of the ended ones, the ``RECENT`` latest stay. Code
 that wants to hear about new graphs (the metrics sampler) adds a listener.
+
+An ended graph's entry holds nothing of its run's data: the graph's handle has let its interpreters go
+(``RunningGraphBase._release``), and its blueprint, which may hold the user's data (``Source.from_iterable(rows)``),
+is then held weakly: the drawing of an ended graph is there while its owner still has the blueprint, or if a
+console drew it before.
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 from typing import Any, Callable, Iterator, List, Optional
 
 log = logging.getLogger(__name__)
@@ -26,7 +32,8 @@ _listeners: List[Callable[["GraphEntry"], None]] = []
 
 class GraphEntry:
     """One registered graph: the running handle, its blueprint (None if it was materialized without
-    ``RunnableGraph.run``), its materializer, when it started and ended (``time.time()``)."""
+    ``RunnableGraph.run``; a weak reference once the graph ended), its materializer, when it started and ended
+    (``time.time()``)."""
 
     __slots__ = ("graph", "blueprint", "materializer", "started", "ended", "_drawing", "final_islands")
 
@@ -50,11 +57,14 @@ class GraphEntry:
 
     def drawing(self):
         """The blueprint's ``GraphDrawing`` (computed once), or None without a blueprint."""
-        if self._drawing is None and self.blueprint is not None:
+        blueprint = self.blueprint
+        if isinstance(blueprint, weakref.ref):
+            blueprint = blueprint()
+        if self._drawing is None and blueprint is not None:
             from .graph_drawing import describe
 
             try:
-                self._drawing = describe(self.blueprint, self.graph.name)
+                self._drawing = describe(blueprint, self.graph.name)
             except Exception as e:  # noqa: BLE001 - a console must not fail on one graph
                 log.warning("cannot draw graph %s: %r", self.graph.name, e)
                 self.blueprint = None
@@ -82,12 +92,22 @@ def graph_started(materializer: Any, graph: Any) -> None:
             _entries.remove(old)
         listeners = list(_listeners)
 
-    def done(_f) -> None:
-        entry.ended = time.time()
+    def done(_f=None) -> None:
+        if entry.ended is None:
+            entry.ended = time.time()
+        blueprint = entry.blueprint
+        if blueprint is not None and not isinstance(blueprint, weakref.ref):
+            try:
+                entry.blueprint = weakref.ref(blueprint)
+            except TypeError:   # (a blueprint type that cannot be weakly referred to: no drawing once ended)
+                entry.blueprint = None
 
+    add_cleanup = getattr(graph, "add_cleanup", None)
+    if add_cleanup is not None:
+        add_cleanup(done)   # before the graph's completion: a caller waiting for it finds the entry ended
     completion = getattr(graph, "completion", None)
     if completion is not None:
-        completion.add_done_callback(done)
+        completion.add_done_callback(done)   # (a graph that finished before it was registered)
     for fn in listeners:
         try:
             fn(entry)

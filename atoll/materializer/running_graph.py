@@ -57,8 +57,9 @@ class RunningGraphBase(ABC):
         return getattr(island, "error", None)
 
     def _finish(self) -> None:
-        """Every island ended (call once; later calls do nothing): run the clean-ups, then complete
-        ``completion`` with the first failed island's error, else ``Done``, then tell ``on_end``."""
+        """Every island ended (call once; later calls do nothing): run the clean-ups, let go of the run's data
+        (``_release``), then complete ``completion`` with the first failed island's error, else ``Done``, then tell
+        ``on_end``."""
         with self._lock:
             if self._finished:
                 return
@@ -68,15 +69,22 @@ class RunningGraphBase(ABC):
                 fn()
             except Exception as e:  # noqa: BLE001 - a failed clean-up must not hide the graph's outcome
                 log.error("cleanup of graph %s failed: %r", self.name, e)
+        self._cleanups = []
         errors = [e for e in map(self._island_error, self._islands) if e is not None]
         if self._coordinator is not None:
             self._end_checkpoints(succeeded=not errors and not self._cancelled)
+            self._coordinator.release_ports()
+        self._release()   # before ``completion``: whoever waits for it finds the run's data let go
         if errors:
             self.completion.set_exception(errors[0])
         else:
             self.completion.set_result(Done)
         if self._on_end is not None:
             self._on_end(self)
+
+    def _release(self) -> None:
+        """The graph finished: let go of what only its run needed (a local graph's interpreters and the elements
+        they held), keeping what a handle still answers (``islands()``, the outcome). Nothing to do by default."""
 
     @property
     def is_running(self) -> bool:
@@ -218,6 +226,10 @@ class RunningGraph(RunningGraphBase):
 
     def _cancel_island(self, island: Any, cause: BaseException) -> None:
         island.cancel(cause)
+
+    def _release(self) -> None:
+        for host in self._islands:
+            host.release()
 
     def islands(self) -> List[dict]:
         return [i.info() for i in self._islands]

@@ -182,6 +182,15 @@ class CheckpointCoordinator:
         if wait and self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(30)
 
+    def release_ports(self) -> None:
+        """The graph finished (call after ``stop``): forget how to reach its islands, which hold the ended
+        interpreters; ``status()`` reads every island as ended from now on. Kept while the coordinator's thread
+        still runs (``stop`` gave up waiting for it)."""
+        if self._thread.is_alive():
+            return
+        for isl in self.islands.values():
+            isl.port = None
+
     def all_clean(self) -> bool:
         """Every island ended normally (call once the graph ended and ``stop`` returned)."""
         return all(isl.final is not None and not isl.failed for isl in self.islands.values())
@@ -196,7 +205,7 @@ class CheckpointCoordinator:
         p = self._pending
         islands = {}
         for isl in self.islands.values():
-            if isl.final is not None or isl.failed:
+            if isl.final is not None or isl.failed or isl.port is None:
                 islands[isl.name] = {"state": "ended"}
             else:
                 try:

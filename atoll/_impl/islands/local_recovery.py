@@ -204,6 +204,13 @@ class LocalRecoveringGraph(RecoveringGraph, RunningGraphBase):
     def _detach_handle(proxy) -> None:
         proxy._detached()
 
+    def _release(self) -> None:
+        for r in self._islands:
+            r.host.release()
+            r.assembled = None
+            if all(f.done() for f in r.futures.values()):   # the driver's futures are the caller's once decided
+                r.futures, r.handles = {}, {}
+
     # ------------------------------------------------------------------ operator console
     def _cancel_island(self, island: LocalIsland, cause: BaseException) -> None:
         if not island.ended:

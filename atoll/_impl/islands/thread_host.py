@@ -72,6 +72,7 @@ class IslandHost:
         self.checkpointer = None
         self.before_init: Optional[Callable[[], None]] = None
         self.events = 0  # interpreter events processed (read by info(); written by the host's thread only)
+        self._final_info: Optional[dict] = None  # what info() read when the island was released
 
     # ------------------------------------------------------------------ services for the interpreter
     def now(self) -> float:
@@ -136,6 +137,9 @@ class IslandHost:
         buffered over capacity across inputs (0..1, None without inputs)."""
         from .boundaries import InputBoundary, OutputBoundary
 
+        final = self._final_info
+        if final is not None:
+            return dict(final)
         interp = self.interpreter
         logics = interp.logics if interp is not None else []
         inputs, outputs, produced, expected, sized = [], [], 0, 0, True
@@ -174,6 +178,19 @@ class IslandHost:
         if sized and expected and not inputs:
             d["expected"] = expected
         return d
+
+    def release(self) -> None:
+        """The island ended and its graph finished: keep its last figures (what ``info()`` reads from now on) and
+        drop the interpreters, with every stage, buffer and element they held, so that a handle on the ended graph
+        (a caller's, the registry of recent graphs a console reads) keeps no stream data alive."""
+        self._final_info = self.info()
+        self.interpreter = None
+        self.interpreters = []
+        self.timers = []
+        self.dirty = []
+        self.checkpointer = None
+        self.before_init = None
+        self.on_done = None
 
     # ------------------------------------------------------------------ the loop
     def run_loop(self) -> None:
