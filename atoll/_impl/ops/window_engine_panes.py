@@ -36,7 +36,7 @@ class PaneSlidingEngine(WindowEngine):
     ``size / slide``; no inverse is needed. Late firings merge the window's non-empty panes."""
 
     __slots__ = ("_size", "_slide", "_offset", "_pane", "_pure", "_zero", "_keys", "_due", "_due_heap", "_exp",
-                 "_exp_heap", "_unfired_from")
+                 "_exp_heap", "_unfired_from", "_step")
 
     @staticmethod
     def applies(spec: Any, key: Any = None, aggregate: Any = None, **opts: Any) -> bool:
@@ -51,6 +51,8 @@ class PaneSlidingEngine(WindowEngine):
         self._slide = spec.slide
         self._offset = spec.offset
         self._pane = math.gcd(spec.size, spec.slide)
+        # the slide when the panes are the slide and nothing bounds the open windows (``element``'s inline paths), else 0
+        self._step = spec.slide if self._pane == spec.slide and self._max_open is None else 0
         self._pure = self._aggregate_pure
         # pure helpers never mutate an accumulator: one ``create()`` serves every new pane
         self._zero = self._create() if self._pure else _NONE
@@ -134,42 +136,63 @@ class PaneSlidingEngine(WindowEngine):
                     return
                 self._slow_element(kp, ps, True, elem, ts, recs, stamps)
                 return
-            # a new pane after the key's last one, all of whose windows are unfired, opening one window (the
-            # one starting in it: the others hold the previous pane): the common way a pane begins, inline
             starts = kp.starts
-            if starts and ps > starts[-1] and ps >= self._unfired_from and self._max_open is None:
-                slide = self._slide
-                last = (ps - off) // slide * slide + off          # the start of the pane's last window
-                if (starts[-1] - off) // slide * slide + off + slide == last:   # the last pane's last window + 1
-                    zero = self._zero
-                    panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
-                    starts.append(ps)
-                    if ps < kp.hi:
-                        kp.invalidate()
-                    end = last + self._size
-                    bucket = self._due.get(end)
-                    if bucket is None:
-                        self._due[end] = [kp]
-                        heappush(self._due_heap, end)
-                    else:
-                        bucket.append(kp)
-                    self.stats.open_windows += 1
-                    return
-            elif p == self._slide and starts and ps < starts[-1] and ps >= self._unfired_from:
-                # a pane before the key's last one (disorder), the panes being the slide: when the windows it is
-                # in all hold a pane already (its neighbours'), it opens none and only takes its place, inline
-                i = bisect_left(starts, ps)
-                size = self._size
-                lo = ps - size + p                       # the pane's windows start in [lo, ps]
-                if i and starts[i - 1] + p > lo:
-                    lo = starts[i - 1] + p
-                if starts[i] - size < lo:                # (ps is before the last pane: starts[i] exists)
-                    zero = self._zero
-                    panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
-                    starts.insert(i, ps)
-                    if ps < kp.hi:
-                        kp.invalidate()
-                    return
+            if starts and ps >= self._unfired_from:   # every window of the pane is unfired
+                step = self._step
+                lastp = starts[-1]
+                if ps > lastp:
+                    # a new pane after the key's last one: the common way a pane begins, inline. The windows it
+                    # opens are those starting after the last pane's last window (the others hold that pane); the
+                    # FIFO and the running sum cover only fired windows (``kp.hi <= _unfired_from <= ps``): untouched
+                    if step:   # panes are the slide: the pane's windows start in (ps - size, ps], the last one at ps
+                        zero = self._zero
+                        panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
+                        starts.append(ps)
+                        if ps - lastp == step:            # the pane after the last one: one window, ending at
+                            end = ps + self._size         # ps + size
+                            bucket = self._due.get(end)
+                            if bucket is None:
+                                self._due[end] = [kp]
+                                heappush(self._due_heap, end)
+                            else:
+                                bucket.append(kp)
+                            self.stats.open_windows += 1
+                        else:
+                            lo = lastp + step
+                            first = ps - self._size + step
+                            self._open_unfired(kp, first if lo < first else lo, ps)
+                        return
+                    if self._max_open is None:
+                        slide = self._slide
+                        last = (ps - off) // slide * slide + off          # the start of the pane's last window
+                        if (lastp - off) // slide * slide + off + slide == last:   # the last pane's last window + 1
+                            zero = self._zero
+                            panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
+                            starts.append(ps)
+                            end = last + self._size
+                            bucket = self._due.get(end)
+                            if bucket is None:
+                                self._due[end] = [kp]
+                                heappush(self._due_heap, end)
+                            else:
+                                bucket.append(kp)
+                            self.stats.open_windows += 1
+                            return
+                elif step:
+                    # a pane before the key's last one (disorder), the panes being the slide: when the windows it
+                    # is in all hold a pane already (its neighbours'), it opens none and only takes its place, inline
+                    i = bisect_left(starts, ps)
+                    size = self._size
+                    lo = ps - size + p                       # the pane's windows start in [lo, ps]
+                    if i and starts[i - 1] + p > lo:
+                        lo = starts[i - 1] + p
+                    if starts[i] - size < lo:                # (ps is before the last pane: starts[i] exists)
+                        zero = self._zero
+                        panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
+                        starts.insert(i, ps)
+                        if ps < kp.hi:
+                            kp.invalidate()
+                        return
         else:
             kp = self._keys[key] = KeyPanes(key)
         self._new_pane(kp, ps, elem, ts, recs, stamps)
@@ -396,9 +419,8 @@ class PaneSlidingEngine(WindowEngine):
         result = self._result
         bound = start + slide
         entering = end - slide if self._pane == slide else None   # the one pane that can enter, if there is one
-        done = 0
-        for kp in bucket:
-            starts, panes = kp.starts, kp.panes
+        for done, kp in enumerate(bucket):
+            panes = kp.panes
             run = kp.run
             if run is not None and kp.run_lo == start and entering is not None:
                 a = panes.get(entering, _NONE)      # (kp.hi is end - slide: the previous window's end)
@@ -410,7 +432,6 @@ class PaneSlidingEngine(WindowEngine):
                 run = kp.running_sum(start, end)
                 if run is None:
                     return done
-            done += 1
             rec = new(Window)   # make_window inline
             set_key(rec, kp.key)
             set_start(rec, start)
@@ -420,8 +441,10 @@ class PaneSlidingEngine(WindowEngine):
             set_superseded(rec, ())
             append(rec)
             # the panes below ``bound`` have no window after this one: out of the sum (those in the window) and gone
-            if starts and starts[0] < bound:
-                ps = starts[0]
+            # (a key with a window has a pane: ``starts`` is not empty)
+            starts = kp.starts
+            ps = starts[0]
+            if ps < bound:
                 if len(starts) == 1 or starts[1] >= bound:   # one pane leaves: the common case
                     if ps >= start:
                         run -= panes.pop(ps)
@@ -442,7 +465,7 @@ class PaneSlidingEngine(WindowEngine):
             kp.run = run
             kp.run_lo = bound
             kp.hi = end
-        return done
+        return len(bucket)
 
     def _expire_bucket(self, end: Any, bucket: List[KeyPanes]) -> None:
         """The windows ending at ``end`` of these keys expire, with the panes whose last window they are."""
