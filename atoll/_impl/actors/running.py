@@ -56,6 +56,7 @@ class _MonitorThread:
                 fn(*args)
             except Exception as e:  # noqa: BLE001 - keep monitoring the other graphs
                 log.error("atoll monitor: %r", e, exc_info=e)
+            del fn, args   # (not kept while waiting for the next item)
 
 
 _monitor_thread: Optional[_MonitorThread] = None
@@ -189,14 +190,18 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
             self._island_died(island, e)
             return
         island.unavailable = 0
-        for ev in events:
+        for i, ev in enumerate(events):
             match ev:
                 case FutureCompleted(fid=fid, value=value):
+                    # the value is the caller's from now on: the poll's result (which the poll's future keeps)
+                    # and this frame (in which the graph may finish) let go of it
+                    events[i] = ev = None
                     fut = island.futures.get(fid)
                     if self._pool is not None:
                         self._pool.returning(id(self))  # the graph is likely ending: its actors come back soon
                     if fut is not None:
                         complete_promise(fut, value)
+                    del value, fut
                 case FutureFailed(fid=fid, error=error):
                     if self._recovery is not None and self._recovery.accepts(True):
                         island.deferred.append((fid, error))  # a restart may still complete it
@@ -394,6 +399,13 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
                 island.actor.cancel_island.remote(cause, island.gen)
             except Exception:  # noqa: BLE001
                 pass
+
+    def _release(self) -> None:
+        """The graph finished: the driver's futures (with the values they carry, a ``Sink.seq``'s list) and handles
+        are the caller's; the records let go of them once every future is decided."""
+        for island in self._islands:
+            if all(f.done() for f in island.futures.values()):
+                island.futures, island.handles = {}, {}
 
     def islands(self) -> List[dict]:
         """Actor name/id, node id, pid and state of every island, and how often the graph restarted (every
