@@ -144,40 +144,33 @@ class PaneSlidingEngine(WindowEngine):
                     # a new pane after the key's last one: the common way a pane begins, inline. The windows it
                     # opens are those starting after the last pane's last window (the others hold that pane); the
                     # FIFO and the running sum cover only fired windows (``kp.hi <= _unfired_from <= ps``): untouched
+                    end = None   # the end of the one window the pane opens, when it opens one
                     if step:   # panes are the slide: the pane's windows start in (ps - size, ps], the last one at ps
-                        zero = self._zero
-                        panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
-                        starts.append(ps)
-                        if ps - lastp == step:            # the pane after the last one: one window, ending at
-                            end = ps + self._size         # ps + size
-                            bucket = self._due.get(end)
-                            if bucket is None:
-                                self._due[end] = [kp]
-                                heappush(self._due_heap, end)
-                            else:
-                                bucket.append(kp)
-                            self.stats.open_windows += 1
-                        else:
-                            lo = lastp + step
-                            first = ps - self._size + step
-                            self._open_unfired(kp, first if lo < first else lo, ps)
-                        return
-                    if self._max_open is None:
-                        slide = self._slide
-                        last = (ps - off) // slide * slide + off          # the start of the pane's last window
-                        if (lastp - off) // slide * slide + off + slide == last:   # the last pane's last window + 1
+                        if ps - lastp != step:            # across a gap: those after the last pane's last window
                             zero = self._zero
                             panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
                             starts.append(ps)
-                            end = last + self._size
-                            bucket = self._due.get(end)
-                            if bucket is None:
-                                self._due[end] = [kp]
-                                heappush(self._due_heap, end)
-                            else:
-                                bucket.append(kp)
-                            self.stats.open_windows += 1
+                            lo, first = lastp + step, ps - self._size + step
+                            self._open_unfired(kp, first if lo < first else lo, ps)
                             return
+                        end = ps + self._size
+                    elif self._max_open is None:
+                        slide = self._slide
+                        last = (ps - off) // slide * slide + off          # the start of the pane's last window
+                        if (lastp - off) // slide * slide + off + slide == last:   # the last pane's last window + 1
+                            end = last + self._size
+                    if end is not None:
+                        zero = self._zero
+                        panes[ps] = self._add(self._create() if zero is _NONE else zero, elem)
+                        starts.append(ps)
+                        bucket = self._due.get(end)
+                        if bucket is None:
+                            self._due[end] = [kp]
+                            heappush(self._due_heap, end)
+                        else:
+                            bucket.append(kp)
+                        self.stats.open_windows += 1
+                        return
                 elif step:
                     # a pane before the key's last one (disorder), the panes being the slide: when the windows it
                     # is in all hold a pane already (its neighbours'), it opens none and only takes its place, inline
@@ -219,14 +212,8 @@ class PaneSlidingEngine(WindowEngine):
             hi = min(last, (after - size - off) // slide * slide + off)
             lo = first if before is None or before < first else (before - off) // slide * slide + off + slide
             kp.add_pane(ps, self._add(self._create(), elem))
-        if lo == hi and self._max_open is None:      # one new window (in order, the pane after the last one)
-            end = lo + size
-            bucket = self._due.get(end)
-            if bucket is None:
-                self._due[end] = [kp]
-                heappush(self._due_heap, end)
-            else:
-                bucket.append(kp)
+        if lo == hi and self._max_open is None:      # one new window, unfired
+            self._register(kp, lo + size)
             self.stats.open_windows += 1
         elif lo <= hi:
             self._open_unfired(kp, lo, hi)
