@@ -400,13 +400,6 @@ class RayRunningGraph(RecoveringGraph, RunningGraphBase):
             except Exception:  # noqa: BLE001
                 pass
 
-    def _release(self) -> None:
-        """The graph finished: the driver's futures (with the values they carry, a ``Sink.seq``'s list) and handles
-        are the caller's; the records let go of them once every future is decided."""
-        for island in self._islands:
-            if all(f.done() for f in island.futures.values()):
-                island.futures, island.handles = {}, {}
-
     def islands(self) -> List[dict]:
         """Actor name/id, node id, pid and state of every island, and how often the graph restarted (every
         island restarts with it: ``restarts``, ``attempt``)."""

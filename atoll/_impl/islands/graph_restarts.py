@@ -39,7 +39,7 @@ def backoff_delay(policy: RestartPolicy, restart: int, rng: random.Random) -> fl
 class RecoveringGraph:
     """What a running graph that restarts does when one of its islands fails, the same on both backends (the Ray
     graph and the local one mix it in): one restart per attempt, none once cancelled or a kill switch aborted.
-    The graph provides ``_lock``, ``_islands`` (records with ``stale``, ``ended`` and ``handles``),
+    The graph provides ``_lock``, ``_islands`` (records with ``stale``, ``ended``, ``futures`` and ``handles``),
     ``_recovery`` (a ``RestartLoop`` or None), ``_recovering``, ``_finished``, ``_cancelled``,
     ``_cancel_cause``, ``_finish()``, and the backend's ``_stop_failed_islands(islands, err)`` and
 ``_detach_handle(proxy)``; a kill switch proxy among the handles has an ``abort_cause`` property."""
@@ -62,6 +62,13 @@ class RecoveringGraph:
         super().cancel(cause)
         if self._recovery is not None:
             self._recovery.interrupt()  # a back-off in progress ends now; the restart loop sees the cancel
+
+    def _release(self) -> None:
+        """The graph finished: the driver's futures (with the values they carry, a ``Sink.seq``'s list) and handles
+        are the caller's; the island records let go of them once every future is decided."""
+        for r in self._islands:
+            if all(f.done() for f in r.futures.values()):
+                r.futures, r.handles = {}, {}
 
     def _maybe_finish(self) -> None:
         with self._lock:

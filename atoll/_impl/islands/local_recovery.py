@@ -208,8 +208,7 @@ class LocalRecoveringGraph(RecoveringGraph, RunningGraphBase):
         for r in self._islands:
             r.host.release()
             r.assembled = None
-            if all(f.done() for f in r.futures.values()):   # the driver's futures are the caller's once decided
-                r.futures, r.handles = {}, {}
+        super()._release()
 
     # ------------------------------------------------------------------ operator console
     def _cancel_island(self, island: LocalIsland, cause: BaseException) -> None:
